@@ -1,0 +1,321 @@
+"""Decisions, refusals and per-chat settings in one SQLite file, over aiosqlite.
+
+Every question's ``Result`` (with its trace) is committed as soon as it is recorded, so a crash
+loses nothing already answered; a refused decision gets its ``refusals`` row in the same
+transaction. The file runs in WAL mode, so readers (``/why``, a script, ``sqlite3``) never block
+the writer.
+
+    async with await Database.open(Path("data/bot.sqlite3")) as db:
+        decision_id = await db.record_decision(chat_id, message_id, user_id, "voice", result)
+        stored = await db.last_decision(chat_id)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from rag.types import LANGUAGES, Citation, Result, Status, Trace
+
+from .migrations import apply_migrations
+
+SOURCES: tuple[str, ...] = ("text", "voice", "cli")
+"""Where a question came from: a typed message, a voice note, the command line."""
+CHAT_LANGS: tuple[str, ...] = ("auto", *LANGUAGES)
+"""Allowed ``ChatSettings.lang``: ``auto`` detects per question; a code forces that language."""
+MODES: tuple[str, ...] = ("extractive", "generative")
+"""Allowed ``ChatSettings.mode``."""
+
+DEFAULT_BUSY_TIMEOUT_MS = 5000  # milliseconds a write waits for another process's lock
+
+
+@dataclass(frozen=True, slots=True)
+class StoredDecision:
+    """One recorded question: its rebuilt ``Result`` (trace included) and where it came from.
+
+    ``total_ms`` is the trace's total (the pipeline); ``stt_ms`` the speech-to-text call (voice
+    only); ``reply_ms`` the time to send the reply, set later by ``set_reply_ms``. All in
+    milliseconds, None when not measured. ``created_at`` is timezone-aware UTC.
+    """
+
+    id: int
+    chat_id: int
+    message_id: int | None
+    user_id: int | None
+    source: str
+    transcript: str | None
+    result: Result
+    total_ms: float
+    stt_ms: float | None
+    reply_ms: float | None
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRefusal:
+    """One refused decision, as logged. ``reason`` is the Result's ``message``."""
+
+    id: int
+    decision_id: int
+    chat_id: int
+    created_at: datetime
+    status: Status
+    lang: str
+    top_score: float | None
+    floor: float | None
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChatSettings:
+    """Per-chat choices. ``lang`` is one of ``CHAT_LANGS``, ``mode`` one of ``MODES``;
+    ``updated_at`` is None for a chat that never changed them (the defaults)."""
+
+    chat_id: int
+    lang: str = "auto"
+    mode: str = "extractive"
+    updated_at: datetime | None = None
+
+
+class Database:
+    """The bot's store. Build with ``await Database.open(path)``; one instance per process.
+
+    Writes are serialised by an ``asyncio.Lock`` so concurrent handlers never interleave
+    transactions on the shared connection.
+    """
+
+    def __init__(self, conn: aiosqlite.Connection, path: Path) -> None:
+        """Use ``Database.open``; this only wraps an already configured connection."""
+        self._conn = conn
+        self.path = path
+        self._write_lock = asyncio.Lock()
+
+    @classmethod
+    async def open(cls, path: Path, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> Database:
+        """Open (creating the file and parent folder if needed) and migrate to the current schema.
+
+        Sets WAL journal mode, ``synchronous=FULL`` (a commit survives power loss),
+        ``foreign_keys=ON`` and ``busy_timeout`` (milliseconds). Raises ``sqlite3.Error`` if
+        the file is not a database or cannot be written.
+        """
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = await aiosqlite.connect(path, isolation_level=None)
+        try:
+            conn.row_factory = aiosqlite.Row
+            await conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            await conn.execute("PRAGMA journal_mode = WAL")
+            await conn.execute("PRAGMA synchronous = FULL")
+            await conn.execute("PRAGMA foreign_keys = ON")
+            await apply_migrations(conn)
+        except BaseException:
+            await conn.close()
+            raise
+        return cls(conn, path)
+
+    async def close(self) -> None:
+        await self._conn.close()
+
+    async def __aenter__(self) -> Database:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+        async with self._write_lock:
+            await self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                await self._conn.execute("ROLLBACK")
+                raise
+            await self._conn.execute("COMMIT")
+
+    async def record_decision(
+        self,
+        chat_id: int,
+        message_id: int | None,
+        user_id: int | None,
+        source: str,
+        result: Result,
+        transcript: str | None = None,
+        stt_ms: float | None = None,
+        reply_ms: float | None = None,
+    ) -> int:
+        """Store one question's outcome and commit; returns the decision id.
+
+        ``source`` is one of ``SOURCES``; ``transcript`` the raw speech-to-text output (voice);
+        ``stt_ms``/``reply_ms`` in milliseconds. A refused ``result`` (``status.is_refusal``)
+        also gets a ``refusals`` row in the same transaction. Raises ValueError on an unknown
+        source or status.
+        """
+        if source not in SOURCES:
+            raise ValueError(f"source {source!r} is not one of {', '.join(SOURCES)}")
+        status = Status(result.status)
+        created_at = _utc_now_iso()
+        citations = json.dumps([asdict(c) for c in result.citations], ensure_ascii=False)
+        trace = json.dumps(result.trace.to_list(), ensure_ascii=False)
+        async with self._transaction() as conn:
+            cursor = await conn.execute(
+                """
+                INSERT INTO decisions (
+                    chat_id, message_id, user_id, created_at, source, transcript,
+                    query, lang, status, mode, answer, answer_lang, message,
+                    top_score, floor, is_low_confidence, citations, trace,
+                    total_ms, stt_ms, reply_ms
+                ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+                (
+                    chat_id, message_id, user_id, created_at, source, transcript,
+                    result.query, result.lang, status.value, result.mode, result.answer,
+                    result.answer_lang, result.message, result.top_score, result.floor,
+                    int(result.is_low_confidence), citations, trace,
+                    result.trace.total_ms, stt_ms, reply_ms,
+                ),
+            )
+            decision_id = cursor.lastrowid
+            if status.is_refusal:
+                await conn.execute(
+                    """
+                    INSERT INTO refusals (
+                        decision_id, chat_id, created_at, status, lang, top_score, floor, reason
+                    ) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                    (
+                        decision_id, chat_id, created_at, status.value, result.lang,
+                        result.top_score, result.floor, result.message,
+                    ),
+                )
+        return decision_id
+
+    async def set_reply_ms(self, decision_id: int, reply_ms: float) -> None:
+        """Record how long sending the reply took (milliseconds). LookupError if no such id."""
+        async with self._transaction() as conn:
+            cursor = await conn.execute(
+                "UPDATE decisions SET reply_ms = ? WHERE id = ?", (reply_ms, decision_id)
+            )
+            if cursor.rowcount == 0:
+                raise LookupError(f"no decision with id {decision_id}")
+
+    async def last_decision(self, chat_id: int) -> StoredDecision | None:
+        """The chat's most recent decision (what ``/why`` explains), or None if it has none."""
+        row = await self._fetchone(
+            "SELECT * FROM decisions WHERE chat_id = ? ORDER BY id DESC LIMIT 1", (chat_id,)
+        )
+        return None if row is None else _decision_from_row(row)
+
+    async def refusals(self, chat_id: int | None = None, limit: int = 50) -> list[StoredRefusal]:
+        """Logged refusals, newest first: of one chat, or of all chats when ``chat_id`` is None.
+
+        ``limit`` caps the rows returned (≥ 1); ValueError otherwise.
+        """
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        where, params = ("WHERE chat_id = ?", (chat_id,)) if chat_id is not None else ("", ())
+        async with self._conn.execute(
+            f"SELECT * FROM refusals {where} ORDER BY id DESC LIMIT ?", (*params, limit)
+        ) as cursor:
+            rows = await cursor.fetchall()
+        return [_refusal_from_row(row) for row in rows]
+
+    async def get_chat_settings(self, chat_id: int) -> ChatSettings:
+        """The chat's settings; defaults (``auto``, ``extractive``) if it never set any."""
+        row = await self._fetchone("SELECT * FROM chat_settings WHERE chat_id = ?", (chat_id,))
+        if row is None:
+            return ChatSettings(chat_id)
+        return ChatSettings(
+            row["chat_id"], row["lang"], row["mode"], datetime.fromisoformat(row["updated_at"])
+        )
+
+    async def set_chat_settings(
+        self, chat_id: int, lang: str | None = None, mode: str | None = None
+    ) -> ChatSettings:
+        """Change the chat's ``lang`` and/or ``mode`` (None keeps the current value).
+
+        Returns the settings now stored. Raises ValueError if ``lang`` is not in ``CHAT_LANGS``
+        or ``mode`` not in ``MODES``; nothing is written then.
+        """
+        if lang is not None and lang not in CHAT_LANGS:
+            raise ValueError(f"language {lang!r} is not one of {', '.join(CHAT_LANGS)}")
+        if mode is not None and mode not in MODES:
+            raise ValueError(f"mode {mode!r} is not one of {', '.join(MODES)}")
+        async with self._transaction() as conn:
+            await conn.execute(
+                """
+                INSERT INTO chat_settings (chat_id, lang, mode, updated_at)
+                VALUES (?, COALESCE(?, 'auto'), COALESCE(?, 'extractive'), ?)
+                ON CONFLICT (chat_id) DO UPDATE SET
+                    lang = COALESCE(?, lang),
+                    mode = COALESCE(?, mode),
+                    updated_at = excluded.updated_at
+                """,
+                (chat_id, lang, mode, _utc_now_iso(), lang, mode),
+            )
+        return await self.get_chat_settings(chat_id)
+
+    async def count_decisions(self) -> int:
+        """Number of decisions stored, across all chats."""
+        row = await self._fetchone("SELECT COUNT(*) FROM decisions", ())
+        return row[0]
+
+    async def _fetchone(self, sql: str, params: tuple[Any, ...]) -> aiosqlite.Row | None:
+        async with self._conn.execute(sql, params) as cursor:
+            return await cursor.fetchone()
+
+
+def _utc_now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def _decision_from_row(row: aiosqlite.Row) -> StoredDecision:
+    result = Result(
+        status=Status(row["status"]),
+        query=row["query"],
+        lang=row["lang"],
+        answer=row["answer"],
+        answer_lang=row["answer_lang"],
+        citations=[Citation(**c) for c in json.loads(row["citations"])],
+        top_score=row["top_score"],
+        floor=row["floor"],
+        is_low_confidence=bool(row["is_low_confidence"]),
+        mode=row["mode"],
+        message=row["message"],
+        trace=Trace.from_list(json.loads(row["trace"])),
+    )
+    return StoredDecision(
+        id=row["id"],
+        chat_id=row["chat_id"],
+        message_id=row["message_id"],
+        user_id=row["user_id"],
+        source=row["source"],
+        transcript=row["transcript"],
+        result=result,
+        total_ms=row["total_ms"],
+        stt_ms=row["stt_ms"],
+        reply_ms=row["reply_ms"],
+        created_at=datetime.fromisoformat(row["created_at"]),
+    )
+
+
+def _refusal_from_row(row: aiosqlite.Row) -> StoredRefusal:
+    return StoredRefusal(
+        id=row["id"],
+        decision_id=row["decision_id"],
+        chat_id=row["chat_id"],
+        created_at=datetime.fromisoformat(row["created_at"]),
+        status=Status(row["status"]),
+        lang=row["lang"],
+        top_score=row["top_score"],
+        floor=row["floor"],
+        reason=row["reason"],
+    )

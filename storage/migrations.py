@@ -1,0 +1,127 @@
+"""Numbered schema migrations, recorded in ``_migrations(name, applied_at)``.
+
+Each migration is an ``async def mNNN_description(conn)`` appended to ``MIGRATIONS`` by the
+``@migration`` decorator, in file order. ``apply_migrations`` runs the ones not yet recorded,
+each inside its own transaction together with its ``_migrations`` row, so a failing migration
+leaves neither its tables nor its record behind. Applying twice is a no-op.
+
+Never edit a migration that has shipped: add ``m00N_...`` below it (``ALTER TABLE ... ADD
+COLUMN``, or create-copy-rename for anything SQLite cannot alter), and update the pinned schema
+in ``tests/test_storage.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
+
+import aiosqlite
+
+Migration = Callable[[aiosqlite.Connection], Awaitable[None]]
+
+MIGRATIONS: list[Migration] = []
+
+
+def migration(fn: Migration) -> Migration:
+    """Register ``fn`` as the next migration; its ``__name__`` is its recorded name."""
+    MIGRATIONS.append(fn)
+    return fn
+
+
+async def apply_migrations(
+    conn: aiosqlite.Connection, migrations: Sequence[Migration] | None = None
+) -> list[str]:
+    """Apply every migration in ``migrations`` (default ``MIGRATIONS``) not yet recorded.
+
+    ``conn`` must be in autocommit mode (``isolation_level=None``): transactions here are
+    explicit ``BEGIN IMMEDIATE`` … ``COMMIT``. Returns the names applied now, in order
+    (empty when the schema is current). A migration that raises is rolled back and re-raised.
+    """
+    await conn.execute(
+        "CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+    )
+    applied = []
+    for fn in MIGRATIONS if migrations is None else migrations:
+        name = fn.__name__
+        # Checked under the write lock, so two processes opening one file apply each once.
+        await conn.execute("BEGIN IMMEDIATE")
+        try:
+            async with conn.execute("SELECT 1 FROM _migrations WHERE name = ?", (name,)) as cur:
+                if await cur.fetchone() is not None:
+                    await conn.execute("ROLLBACK")
+                    continue
+            await fn(conn)
+            await conn.execute(
+                "INSERT INTO _migrations (name, applied_at) VALUES (?, ?)",
+                (name, datetime.now(UTC).isoformat(timespec="milliseconds")),
+            )
+        except BaseException:
+            await conn.execute("ROLLBACK")
+            raise
+        await conn.execute("COMMIT")
+        applied.append(name)
+    return applied
+
+
+@migration
+async def m001_create_tables(conn: aiosqlite.Connection) -> None:
+    """Decisions (one row per question, with its trace), refusals, per-chat settings.
+
+    Times: ``created_at``/``updated_at`` are UTC ISO 8601 strings; ``*_ms`` are milliseconds.
+    ``citations`` and ``trace`` are JSON lists (``Citation`` fields; ``Trace.to_list()``).
+    """
+    await conn.execute(
+        """
+        CREATE TABLE decisions (
+            id INTEGER PRIMARY KEY,
+            chat_id INTEGER NOT NULL,
+            message_id INTEGER,
+            user_id INTEGER,
+            created_at TEXT NOT NULL,
+            source TEXT NOT NULL CHECK (source IN ('text', 'voice', 'cli')),
+            transcript TEXT,
+            query TEXT NOT NULL,
+            lang TEXT NOT NULL,
+            status TEXT NOT NULL,
+            mode TEXT NOT NULL,
+            answer TEXT NOT NULL,
+            answer_lang TEXT NOT NULL,
+            message TEXT NOT NULL,
+            top_score REAL,
+            floor REAL,
+            is_low_confidence INTEGER NOT NULL CHECK (is_low_confidence IN (0, 1)),
+            citations TEXT NOT NULL,
+            trace TEXT NOT NULL,
+            total_ms REAL NOT NULL,
+            stt_ms REAL,
+            reply_ms REAL
+        )
+        """
+    )
+    await conn.execute("CREATE INDEX decisions_chat_id ON decisions (chat_id, id)")
+    await conn.execute(
+        """
+        CREATE TABLE refusals (
+            id INTEGER PRIMARY KEY,
+            decision_id INTEGER NOT NULL UNIQUE REFERENCES decisions (id) ON DELETE CASCADE,
+            chat_id INTEGER NOT NULL,
+            created_at TEXT NOT NULL,
+            status TEXT NOT NULL,
+            lang TEXT NOT NULL,
+            top_score REAL,
+            floor REAL,
+            reason TEXT NOT NULL
+        )
+        """
+    )
+    await conn.execute("CREATE INDEX refusals_chat_id ON refusals (chat_id, id)")
+    await conn.execute(
+        """
+        CREATE TABLE chat_settings (
+            chat_id INTEGER PRIMARY KEY,
+            lang TEXT NOT NULL DEFAULT 'auto' CHECK (lang IN ('auto', 'en', 'hi', 'gu', 'te')),
+            mode TEXT NOT NULL DEFAULT 'extractive' CHECK (mode IN ('extractive', 'generative')),
+            updated_at TEXT NOT NULL
+        )
+        """
+    )

@@ -1,0 +1,370 @@
+"""storage: schema pinned, migrations idempotent, decisions durable and rebuilt exactly."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from datetime import UTC
+from pathlib import Path
+
+import aiosqlite
+import pytest
+
+from rag.types import Citation, Result, Status, Trace
+from storage import ChatSettings, Database
+from storage.migrations import MIGRATIONS, apply_migrations
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# The schema as migrations leave it: {table: {column: declared type}}. A new migration changes
+# this on purpose; anything else changing it is a bug.
+EXPECTED = {
+    "_migrations": {"name": "TEXT", "applied_at": "TEXT"},
+    "decisions": {
+        "id": "INTEGER",
+        "chat_id": "INTEGER",
+        "message_id": "INTEGER",
+        "user_id": "INTEGER",
+        "created_at": "TEXT",
+        "source": "TEXT",
+        "transcript": "TEXT",
+        "query": "TEXT",
+        "lang": "TEXT",
+        "status": "TEXT",
+        "mode": "TEXT",
+        "answer": "TEXT",
+        "answer_lang": "TEXT",
+        "message": "TEXT",
+        "top_score": "REAL",
+        "floor": "REAL",
+        "is_low_confidence": "INTEGER",
+        "citations": "TEXT",
+        "trace": "TEXT",
+        "total_ms": "REAL",
+        "stt_ms": "REAL",
+        "reply_ms": "REAL",
+    },
+    "refusals": {
+        "id": "INTEGER",
+        "decision_id": "INTEGER",
+        "chat_id": "INTEGER",
+        "created_at": "TEXT",
+        "status": "TEXT",
+        "lang": "TEXT",
+        "top_score": "REAL",
+        "floor": "REAL",
+        "reason": "TEXT",
+    },
+    "chat_settings": {
+        "chat_id": "INTEGER",
+        "lang": "TEXT",
+        "mode": "TEXT",
+        "updated_at": "TEXT",
+    },
+}
+
+
+def answered_result(query: str = "what is the capital of gujarat") -> Result:
+    trace = Trace()
+    trace.add("input_guard", "ok", "31 chars", 0.042)
+    trace.add("language", "en", "script: latin", 0.011)
+    trace.add("search", "ok", "top 0.912 en-1102432-5", 8.314)
+    trace.add("relevance_guard", "passed", "top 0.912 >= floor 0.840 (en)", 0.005)
+    trace.add("answer", "extractive", "1 sentence", 1.207)
+    return Result(
+        status=Status.ANSWERED,
+        query=query,
+        lang="en",
+        answer="Gandhinagar is the capital of Gujarat.",
+        answer_lang="en",
+        citations=[
+            Citation("en-1102432-5", "en", 0.912, "Gandhinagar is the capital of Gujarat."),
+            Citation("en-1102432-2", "en", 0.871, "Ahmedabad is the largest city."),
+        ],
+        top_score=0.912,
+        floor=0.84,
+        is_low_confidence=False,
+        mode="extractive",
+        trace=trace,
+    )
+
+
+def refused_result(query: str = "भारत की राजधानी क्या है", lang: str = "hi") -> Result:
+    trace = Trace()
+    trace.add("search", "ok", "top 0.779", 7.5)
+    trace.add("relevance_guard", "refused", "top 0.779 < floor 0.850 (hi)", 0.004)
+    return Result(
+        status=Status.REFUSED_NO_MATCH,
+        query=query,
+        lang=lang,
+        top_score=0.779,
+        floor=0.85,
+        message="top 0.779 < floor 0.850 (hi)",
+        trace=trace,
+    )
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "data" / "bot.sqlite3"
+
+
+@pytest.fixture
+async def db(db_path: Path):
+    async with await Database.open(db_path) as database:
+        yield database
+
+
+def schema(path: Path) -> dict[str, dict[str, str]]:
+    with sqlite3.connect(path) as conn:
+        tables = [
+            r[0]
+            for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            )
+        ]
+        return {
+            t: {row[1]: row[2] for row in conn.execute(f"PRAGMA table_info({t})")} for t in tables
+        }
+
+
+async def test_schema_matches_pinned_columns(db, db_path):
+    assert schema(db_path) == EXPECTED
+
+
+async def test_migrations_are_recorded_once_and_reapplying_is_a_noop(db_path):
+    async with await Database.open(db_path):
+        pass
+    with sqlite3.connect(db_path) as conn:
+        first = conn.execute("SELECT name, applied_at FROM _migrations ORDER BY name").fetchall()
+    assert [name for name, _ in first] == [fn.__name__ for fn in MIGRATIONS]
+    assert first[0][0] == "m001_create_tables"
+
+    async with await Database.open(db_path):
+        pass
+    async with aiosqlite.connect(db_path, isolation_level=None) as conn:
+        assert await apply_migrations(conn) == []
+    with sqlite3.connect(db_path) as conn:
+        again = conn.execute("SELECT name, applied_at FROM _migrations ORDER BY name").fetchall()
+    assert again == first
+    assert schema(db_path) == EXPECTED
+
+
+async def test_failing_migration_is_rolled_back_and_not_recorded(tmp_path):
+    async def m001_ok(conn):
+        await conn.execute("CREATE TABLE kept (x INTEGER)")
+
+    async def m002_breaks(conn):
+        await conn.execute("CREATE TABLE half_done (x INTEGER)")
+        await conn.execute("INSERT INTO no_such_table VALUES (1)")
+
+    path = tmp_path / "m.sqlite3"
+    async with aiosqlite.connect(path, isolation_level=None) as conn:
+        with pytest.raises(sqlite3.OperationalError, match="no_such_table"):
+            await apply_migrations(conn, [m001_ok, m002_breaks])
+    tables = set(schema(path))
+    assert "kept" in tables and "half_done" not in tables
+    with sqlite3.connect(path) as conn:
+        assert [r[0] for r in conn.execute("SELECT name FROM _migrations")] == ["m001_ok"]
+
+
+async def test_open_sets_wal_foreign_keys_and_busy_timeout(db, db_path):
+    async with db._conn.execute("PRAGMA journal_mode") as cur:
+        assert (await cur.fetchone())[0] == "wal"
+    async with db._conn.execute("PRAGMA foreign_keys") as cur:
+        assert (await cur.fetchone())[0] == 1
+    async with db._conn.execute("PRAGMA busy_timeout") as cur:
+        assert (await cur.fetchone())[0] == 5000
+    # WAL is a property of the file: a fresh connection sees it too.
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+async def test_decision_round_trip_rebuilds_result_trace_and_citations(db):
+    result = answered_result("ગુજરાતની રાજધાની કઈ છે")
+    result.lang, result.answer_lang, result.is_low_confidence = "gu", "gu", True
+    decision_id = await db.record_decision(
+        chat_id=42, message_id=7, user_id=1001, source="voice", result=result,
+        transcript="ગુજરાતની રાજધાની કઈ છે?", stt_ms=812.5,
+    )
+
+    stored = await db.last_decision(42)
+
+    assert stored.id == decision_id
+    assert stored.result == result
+    assert stored.result.trace.get("relevance_guard").detail == "top 0.912 >= floor 0.840 (en)"
+    assert stored.result.citations[1] == Citation(
+        "en-1102432-2", "en", 0.871, "Ahmedabad is the largest city."
+    )
+    assert (stored.chat_id, stored.message_id, stored.user_id) == (42, 7, 1001)
+    assert (stored.source, stored.transcript) == ("voice", "ગુજરાતની રાજધાની કઈ છે?")
+    assert stored.total_ms == pytest.approx(result.trace.total_ms)
+    assert (stored.stt_ms, stored.reply_ms) == (812.5, None)
+    assert stored.created_at.tzinfo == UTC
+
+
+async def test_set_reply_ms_updates_the_decision_and_rejects_unknown_ids(db):
+    decision_id = await db.record_decision(1, 2, 3, "text", answered_result())
+    await db.set_reply_ms(decision_id, 153.25)
+    assert (await db.last_decision(1)).reply_ms == 153.25
+    with pytest.raises(LookupError, match="999"):
+        await db.set_reply_ms(999, 1.0)
+
+
+async def test_refused_decision_is_logged_as_refusal(db):
+    decision_id = await db.record_decision(5, 10, 20, "text", refused_result())
+
+    [refusal] = await db.refusals()
+
+    assert refusal.decision_id == decision_id
+    assert refusal.chat_id == 5
+    assert refusal.status is Status.REFUSED_NO_MATCH
+    assert (refusal.lang, refusal.top_score, refusal.floor) == ("hi", 0.779, 0.85)
+    assert refusal.reason == "top 0.779 < floor 0.850 (hi)"
+    assert refusal.created_at == (await db.last_decision(5)).created_at
+
+
+async def test_answered_and_error_decisions_are_not_logged_as_refusals(db):
+    await db.record_decision(5, 1, 20, "text", answered_result())
+    await db.record_decision(5, 2, 20, "cli", Result(Status.ERROR, "q", "en", message="boom"))
+    for status in (Status.REFUSED_BAD_INPUT, Status.REFUSED_UNGROUNDED):
+        await db.record_decision(5, 3, 20, "text", Result(status, "q", "en", message=status.value))
+
+    refusals = await db.refusals()
+
+    assert await db.count_decisions() == 4
+    assert [r.status for r in refusals] == [Status.REFUSED_UNGROUNDED, Status.REFUSED_BAD_INPUT]
+
+
+async def test_refusal_and_decision_commit_together_or_not_at_all(db, db_path):
+    # Make the refusal insert fail from outside: the decision must not be left behind.
+    with sqlite3.connect(db_path) as conn:
+        conn.execute(
+            "CREATE TRIGGER no_refusals BEFORE INSERT ON refusals "
+            "BEGIN SELECT RAISE(ABORT, 'refusals closed'); END"
+        )
+    with pytest.raises(sqlite3.IntegrityError, match="refusals closed"):
+        await db.record_decision(5, 10, 20, "text", refused_result())
+
+    assert await db.count_decisions() == 0
+    assert await db.last_decision(5) is None
+    # The connection is usable afterwards (the failed transaction was rolled back).
+    await db.record_decision(5, 11, 20, "text", answered_result())
+    assert await db.count_decisions() == 1
+
+
+async def test_refusals_filter_by_chat_newest_first_with_limit(db):
+    for i in range(3):
+        await db.record_decision(1, i, 9, "text", refused_result(f"q1-{i}"))
+    await db.record_decision(2, 0, 9, "text", refused_result("q2"))
+
+    chat_one = await db.refusals(chat_id=1)
+    assert [r.chat_id for r in chat_one] == [1, 1, 1]
+    decision_ids = [r.decision_id for r in chat_one]
+    assert decision_ids == sorted(decision_ids, reverse=True)
+    assert [r.chat_id for r in await db.refusals(limit=2)] == [2, 1]
+    with pytest.raises(ValueError, match="limit"):
+        await db.refusals(limit=0)
+
+
+async def test_last_decision_is_per_chat(db):
+    await db.record_decision(1, 1, 9, "text", answered_result("first in chat 1"))
+    await db.record_decision(2, 1, 9, "text", answered_result("only in chat 2"))
+    await db.record_decision(1, 2, 9, "text", refused_result("second in chat 1"))
+
+    assert (await db.last_decision(1)).result.query == "second in chat 1"
+    assert (await db.last_decision(2)).result.query == "only in chat 2"
+    assert await db.last_decision(3) is None
+
+
+async def test_unknown_source_is_rejected_and_nothing_written(db):
+    with pytest.raises(ValueError, match="'fax'"):
+        await db.record_decision(1, 1, 1, "fax", answered_result())
+    assert await db.count_decisions() == 0
+
+
+async def test_concurrent_records_are_all_committed(db):
+    ids = await asyncio.gather(
+        *(db.record_decision(i % 3, i, 9, "text", refused_result(f"q{i}")) for i in range(20))
+    )
+    assert len(set(ids)) == 20
+    assert await db.count_decisions() == 20
+    assert len(await db.refusals(limit=100)) == 20
+
+
+async def test_data_survives_close_and_reopen(db_path):
+    async with await Database.open(db_path) as db:
+        await db.record_decision(8, 1, 9, "voice", refused_result(), transcript="raw")
+        await db.set_chat_settings(8, lang="te")
+    async with await Database.open(db_path) as db:
+        assert (await db.last_decision(8)).result == refused_result()
+        assert len(await db.refusals(chat_id=8)) == 1
+        assert (await db.get_chat_settings(8)).lang == "te"
+
+
+async def test_committed_decision_is_visible_to_another_connection_while_writer_open(
+    db, db_path
+):
+    decision_id = await db.record_decision(3, 4, 5, "text", refused_result())
+
+    with sqlite3.connect(db_path) as reader:
+        row = reader.execute(
+            "SELECT chat_id, query, status FROM decisions WHERE id = ?", (decision_id,)
+        ).fetchone()
+        n_refusals = reader.execute("SELECT COUNT(*) FROM refusals").fetchone()[0]
+
+    assert row == (3, "भारत की राजधानी क्या है", "refused-no-match")
+    assert n_refusals == 1
+
+
+def test_decision_survives_a_killed_process(db_path):
+    script = textwrap.dedent(
+        f"""
+        import asyncio, os, signal
+        from pathlib import Path
+        from rag.types import Result, Status
+        from storage import Database
+
+        async def main():
+            db = await Database.open(Path({str(db_path)!r}))
+            result = Result(Status.ANSWERED, "q", "en", "a")
+            await db.record_decision(77, 1, 2, "cli", result)
+            os.kill(os.getpid(), signal.SIGKILL)  # no close, no checkpoint
+
+        asyncio.run(main())
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True)
+    assert proc.returncode == -9, proc.stderr.decode()
+
+    with sqlite3.connect(db_path) as reader:
+        rows = reader.execute("SELECT chat_id, answer FROM decisions").fetchall()
+    assert rows == [(77, "a")]
+
+
+async def test_chat_settings_default_then_update_one_field_at_a_time(db):
+    assert await db.get_chat_settings(11) == ChatSettings(11, "auto", "extractive", None)
+
+    after_lang = await db.set_chat_settings(11, lang="hi")
+    assert (after_lang.lang, after_lang.mode) == ("hi", "extractive")
+    assert after_lang.updated_at.tzinfo == UTC
+
+    after_mode = await db.set_chat_settings(11, mode="generative")
+    assert (after_mode.lang, after_mode.mode) == ("hi", "generative")
+    assert await db.get_chat_settings(11) == after_mode
+    assert await db.get_chat_settings(12) == ChatSettings(12)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [({"lang": "fr"}, "language 'fr'"), ({"mode": "creative"}, "mode 'creative'")],
+)
+async def test_chat_settings_reject_unknown_values_and_keep_old_ones(db, kwargs, match):
+    await db.set_chat_settings(11, lang="gu", mode="generative")
+    with pytest.raises(ValueError, match=match):
+        await db.set_chat_settings(11, **kwargs)
+    stored = await db.get_chat_settings(11)
+    assert (stored.lang, stored.mode) == ("gu", "generative")
