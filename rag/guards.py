@@ -1,0 +1,150 @@
+"""The three guards: input, relevance, grounding. Each returns a named verdict; none raises.
+
+Thresholds come from :class:`rag.settings.RagSettings`, where their sources are noted.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+import numpy as np
+
+from rag.settings import RagSettings
+from rag.text import content_tokens, tokenize
+
+# Prompt-injection phrasings seen in public jailbreak lists and peer input guards (en, hi).
+_INJECTION = re.compile(
+    r"ignore\s+(all\s+|the\s+|any\s+)?(previous|prior|above|earlier)\s+(instructions|prompts?|rules)"
+    r"|disregard\s+(all\s+|the\s+)?(previous|prior|above|your)\s+"
+    r"|(reveal|show|print|repeat)\s+(me\s+)?(your|the)\s+(system\s+)?(prompt|instructions)"
+    r"|system\s+prompt|you\s+are\s+now\s+|act\s+as\s+(an?\s+)?(unrestricted|jailbroken|dan)\b"
+    r"|jailbreak|developer\s+mode"
+    r"|पिछले\s+(सभी\s+)?निर्देशों\s+को\s+(अनदेखा|नज़रअंदाज़|नजरअंदाज)",
+    re.IGNORECASE,
+)
+
+# Letters of the scripts the product serves: Latin, Devanagari, Gujarati, Telugu.
+_SUPPORTED_SCRIPTS = ("LATIN", "DEVANAGARI", "GUJARATI", "TELUGU")
+
+
+@dataclass(frozen=True, slots=True)
+class InputVerdict:
+    """``reason`` is one of ok, empty, too_short, too_long, garbled, unsupported_language,
+    injection; ``text`` is the query with whitespace folded."""
+
+    is_ok: bool
+    reason: str
+    text: str
+    detail: str = ""
+
+
+def check_input(query: str, settings: RagSettings) -> InputVerdict:
+    """Reject empty, over-long, garbled, unsupported-script and prompt-injection queries."""
+    text = " ".join(unicodedata.normalize("NFC", query or "").split())
+    n_chars = len(text)
+    if not text:
+        return InputVerdict(False, "empty", text, "no text")
+    if n_chars > settings.max_query_chars:
+        return InputVerdict(False, "too_long", text, f"{n_chars} chars > {settings.max_query_chars}")
+    letters = [ch for ch in text if unicodedata.category(ch)[0] in "LM"]
+    if len(letters) < settings.min_query_chars:
+        return InputVerdict(False, "too_short", text, f"{len(letters)} letters")
+    scripts = [unicodedata.name(ch, "UNKNOWN").split(" ")[0] for ch in letters]
+    n_supported = sum(s in _SUPPORTED_SCRIPTS for s in scripts)
+    if n_supported < len(letters) / 2:
+        return InputVerdict(False, "unsupported_language", text,
+                            f"{len(letters) - n_supported}/{len(letters)} letters outside en/hi/gu/te scripts")
+    if _INJECTION.search(text):
+        return InputVerdict(False, "injection", text, "prompt-injection phrasing")
+    garbled = _garbled_reason(text, len(letters))
+    if garbled:
+        return InputVerdict(False, "garbled", text, garbled)
+    return InputVerdict(True, "ok", text, f"{n_chars} chars")
+
+
+def _garbled_reason(text: str, n_letters: int) -> str:
+    """Why ``text`` looks like noise (speech-to-text junk, key mashing), or ``""``."""
+    non_space = sum(not ch.isspace() for ch in text)
+    if n_letters / non_space < 0.5:
+        return f"letters {n_letters}/{non_space} of non-space chars"
+    tokens = tokenize(text)
+    if tokens and max(map(len, tokens)) > 40:
+        return "a token over 40 chars"
+    if len(tokens) >= 4 and len(set(tokens)) == 1:
+        return f"one word repeated {len(tokens)} times"
+    if re.search(r"(.)\1{5,}", text):
+        return "a character repeated 6+ times"
+    return ""
+
+
+@dataclass(frozen=True, slots=True)
+class RelevanceVerdict:
+    is_ok: bool
+    is_low_confidence: bool
+    top_score: float | None
+    floor: float
+    detail: str
+
+
+def check_relevance(top_score: float | None, lang: str, settings: RagSettings) -> RelevanceVerdict:
+    """Compare the top hit's cosine with the floor of the query's language.
+
+    Within ``low_confidence_band`` above the floor the query is answered, flagged low-confidence.
+    """
+    floor = settings.floor(lang)
+    if top_score is None:
+        return RelevanceVerdict(False, False, None, floor, f"no passages < floor {floor:.3f} ({lang})")
+    if top_score < floor:
+        return RelevanceVerdict(False, False, top_score, floor,
+                                f"top {top_score:.3f} < floor {floor:.3f} ({lang})")
+    is_low = top_score < floor + settings.low_confidence_band
+    band = " (low confidence)" if is_low else ""
+    return RelevanceVerdict(True, is_low, top_score, floor,
+                            f"top {top_score:.3f} >= floor {floor:.3f} ({lang}){band}")
+
+
+@dataclass(frozen=True, slots=True)
+class GroundingVerdict:
+    """``method`` is ``overlap``, ``similarity`` or ``none`` (failed both)."""
+
+    is_grounded: bool
+    overlap: float
+    similarity: float | None
+    method: str
+
+    @property
+    def detail(self) -> str:
+        sim = "n/a" if self.similarity is None else f"{self.similarity:.3f}"
+        return f"overlap {self.overlap:.3f}, similarity {sim} -> {self.method}"
+
+
+def token_overlap(answer: str, sources: list[str]) -> float:
+    """Share of the answer's content tokens found in the sources (0 for an empty answer)."""
+    answer_tokens = content_tokens(answer)
+    if not answer_tokens:
+        return 0.0
+    source_tokens = {t for s in sources for t in tokenize(s)}
+    return sum(t in source_tokens for t in answer_tokens) / len(answer_tokens)
+
+
+def check_grounding(
+    answer: str,
+    sources: list[str],
+    settings: RagSettings,
+    answer_vector: np.ndarray | None = None,
+    source_vectors: np.ndarray | None = None,
+) -> GroundingVerdict:
+    """Token overlap >= ``grounding_overlap`` passes; else the best cosine between the answer's
+    vector (float32 (dim,)) and the sources' vectors (float32 (n, dim)) >= ``grounding_similarity``
+    passes; vectors are only needed when the overlap fails.
+    """
+    overlap = token_overlap(answer, sources)
+    if overlap >= settings.grounding_overlap:
+        return GroundingVerdict(True, overlap, None, "overlap")
+    if answer_vector is None or source_vectors is None or not len(source_vectors):
+        return GroundingVerdict(False, overlap, None, "none")
+    similarity = float(np.max(source_vectors @ answer_vector))
+    is_grounded = similarity >= settings.grounding_similarity
+    return GroundingVerdict(is_grounded, overlap, similarity, "similarity" if is_grounded else "none")

@@ -1,0 +1,210 @@
+"""The passage index: a folder of plain files, checked on load.
+
+Layout of ``index_dir``::
+
+    meta.json             version, encoder name, dim, metric, corpus hash, counts, search params
+    passages.jsonl        the passages; a passage's label is its line number (0-based)
+    index-{lang}.usearch  one usearch graph per language (keys are labels)
+
+One graph per language gives the explicit-language hard filter for free, and the auto-detected
+pool is the merge of the per-language top lists (identical to a global top list).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+from usearch.index import Index
+
+from rag.corpus import corpus_hash, read_passages, write_passages
+from rag.encoders import Encoder
+from rag.errors import EncoderMismatchError, IndexNotFoundError
+from rag.types import LANGUAGES, Passage
+
+INDEX_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class SearchParams:
+    """usearch HNSW parameters, or ``exact=True`` for brute force.
+
+    Defaults chosen from ``scripts/eval_index_recall.py`` (recall@10 of HNSW vs exact search on
+    the real shared-sample queries; see docs/benchmarks.md).
+    """
+
+    exact: bool = False
+    connectivity: int = 16
+    expansion_add: int = 128
+    expansion_search: int = 128
+
+
+@dataclass(frozen=True, slots=True)
+class IndexMeta:
+    version: int
+    encoder: str
+    dim: int
+    metric: str
+    corpus_hash: str
+    n_passages: dict[str, int]
+    search: SearchParams
+    built_at: str
+    build_s: float
+
+    @classmethod
+    def from_json(cls, data: dict) -> IndexMeta:
+        data = dict(data)
+        data["search"] = SearchParams(**data["search"])
+        return cls(**data)
+
+
+def _length_batches(texts: Sequence[str], batch_size: int) -> list[list[int]]:
+    """Indices grouped into batches of similar length, so padding is minimal."""
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def encode_corpus(
+    encoder: Encoder, texts: Sequence[str], batch_size: int = 64, show_progress: bool = True
+) -> np.ndarray:
+    """Encode passages in length-sorted batches with a progress bar.
+
+    Returns:
+        float32 array of shape (len(texts), encoder.dim), rows in the order of ``texts``.
+    """
+    out = np.zeros((len(texts), encoder.dim), dtype=np.float32)
+    with tqdm(total=len(texts), unit="passage", desc="encoding", disable=not show_progress) as bar:
+        for batch in _length_batches(texts, batch_size):
+            out[batch] = encoder.encode_passages([texts[i] for i in batch], batch_size=batch_size)
+            bar.update(len(batch))
+    return out
+
+
+def build_index(
+    passages: Sequence[Passage],
+    encoder: Encoder,
+    index_dir: Path,
+    params: SearchParams = SearchParams(),
+    batch_size: int = 64,
+    show_progress: bool = True,
+    vectors: np.ndarray | None = None,
+) -> IndexMeta:
+    """Encode ``passages`` and write the index folder (see module docstring).
+
+    ``vectors`` (float32, (n, dim)) skips encoding when the caller already has them, e.g. a
+    benchmark that replicates a corpus.
+    """
+    start = time.perf_counter()
+    index_dir = Path(index_dir)
+    index_dir.mkdir(parents=True, exist_ok=True)
+    if vectors is None:
+        vectors = encode_corpus(encoder, [p.text for p in passages], batch_size, show_progress)
+    labels = np.arange(len(passages), dtype=np.uint64)
+    langs = np.array([p.lang for p in passages])
+    counts: dict[str, int] = {}
+    for lang in LANGUAGES:
+        mask = langs == lang
+        counts[lang] = int(mask.sum())
+        graph = Index(
+            ndim=encoder.dim, metric="cos", dtype="f32", connectivity=params.connectivity,
+            expansion_add=params.expansion_add, expansion_search=params.expansion_search,
+        )
+        if counts[lang]:
+            graph.add(labels[mask], vectors[mask])
+        graph.save(str(index_dir / f"index-{lang}.usearch"))
+    write_passages(index_dir / "passages.jsonl", passages)
+    meta = IndexMeta(
+        version=INDEX_VERSION, encoder=encoder.name, dim=encoder.dim, metric="cos",
+        corpus_hash=corpus_hash(passages), n_passages=counts, search=params,
+        built_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        build_s=round(time.perf_counter() - start, 2),
+    )
+    (index_dir / "meta.json").write_text(json.dumps(asdict(meta), indent=2) + "\n", encoding="utf-8")
+    return meta
+
+
+class PassageIndex:
+    """A loaded index: per-language usearch graphs memory-mapped, passages in memory.
+
+    Search is thread-safe (usearch reads are); building is not.
+    """
+
+    def __init__(self, meta: IndexMeta, passages: list[Passage], graphs: dict[str, Index]) -> None:
+        self.meta = meta
+        self.passages = passages
+        self.graphs = graphs
+        self._label_by_id = {p.id: label for label, p in enumerate(passages)}
+
+    @classmethod
+    def load(cls, index_dir: Path, encoder_name: str | None = None, view: bool = True) -> PassageIndex:
+        """Open ``index_dir``; ``view=True`` memory-maps the graphs (~ms, no copy).
+
+        Raises:
+            IndexNotFoundError: the folder or one of its files is missing.
+            EncoderMismatchError: ``encoder_name`` differs from the encoder that built the index.
+        """
+        index_dir = Path(index_dir)
+        meta_path = index_dir / "meta.json"
+        if not meta_path.is_file():
+            raise IndexNotFoundError(
+                f"no index at {index_dir}: build it with `python -m rag build-index --out {index_dir}`"
+            )
+        meta = IndexMeta.from_json(json.loads(meta_path.read_text(encoding="utf-8")))
+        if encoder_name is not None and encoder_name != meta.encoder:
+            raise EncoderMismatchError(
+                f"index at {index_dir} was built with encoder {meta.encoder!r}, loaded with "
+                f"{encoder_name!r}: rebuild it with `python -m rag build-index` or set "
+                "VOICE_RAG_ENCODER to the encoder that built it"
+            )
+        graphs = {}
+        for lang in LANGUAGES:
+            path = index_dir / f"index-{lang}.usearch"
+            if not path.is_file():
+                raise IndexNotFoundError(f"{path} is missing: rebuild the index")
+            graph = Index.restore(str(path), view=view)
+            if graph is None:
+                raise IndexNotFoundError(f"{path} is not a usearch index: rebuild the index")
+            graph.expansion_search = meta.search.expansion_search
+            graphs[lang] = graph
+        passages = read_passages(index_dir / "passages.jsonl")
+        return cls(meta, passages, graphs)
+
+    def __len__(self) -> int:
+        return len(self.passages)
+
+    def label_of(self, passage_id: str) -> int | None:
+        """The label (line number in passages.jsonl) of a passage id, or None."""
+        return self._label_by_id.get(passage_id)
+
+    def search(self, vector: np.ndarray, lang: str, k: int) -> list[tuple[int, float]]:
+        """Top ``k`` passages of language ``lang`` for one query vector.
+
+        Args:
+            vector: float32, shape (dim,), L2-normalised.
+        Returns:
+            (label, cosine) pairs, best first; fewer than ``k`` if the language has fewer.
+        """
+        graph = self.graphs[lang]
+        if len(graph) == 0 or k <= 0:
+            return []
+        matches = graph.search(vector, min(k, len(graph)), exact=self.meta.search.exact, threads=1)
+        return [(int(key), 1.0 - float(dist)) for key, dist in zip(matches.keys, matches.distances)]
+
+    def vectors(self, labels: Sequence[int]) -> np.ndarray:
+        """Stored passage vectors, float32 (len(labels), dim), in the order given."""
+        by_lang: dict[str, list[int]] = {}
+        for label in labels:
+            by_lang.setdefault(self.passages[label].lang, []).append(label)
+        out = {}
+        for lang, group in by_lang.items():
+            got = self.graphs[lang].get(np.array(group, dtype=np.uint64))
+            for label, vec in zip(group, np.asarray(got, dtype=np.float32).reshape(len(group), -1)):
+                out[label] = vec / (np.linalg.norm(vec) or 1.0)
+        return np.stack([out[label] for label in labels])
+

