@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import dataclass
+
+import numpy as np
 
 from rag.encoders import Encoder, load_encoder
 from rag.extractive import extract_answer
-from rag.guards import check_grounding, check_input, check_relevance
+from rag.guards import RelevanceVerdict, check_grounding, check_input, check_relevance
 from rag.index import PassageIndex
 from rag.language import detect_language
 from rag.retrieval import retrieve
@@ -28,6 +31,27 @@ def excerpt(text: str, n_chars: int = EXCERPT_CHARS) -> str:
         return text
     cut = text[:n_chars].rsplit(" ", 1)[0]
     return cut + "…"
+
+
+@dataclass(slots=True)
+class Prepared:
+    """State after the relevance guard passed: what an answer stage needs.
+
+    ``vector`` is the query embedding, float32 (dim,); ``hits`` is non-empty, best first.
+    """
+
+    query: str
+    lang: str
+    vector: np.ndarray
+    hits: list[Hit]
+    relevance: RelevanceVerdict
+    trace: Trace
+
+    def result(self, status: Status, **fields) -> Result:
+        """A Result carrying this question's query, language, scores, floor and trace."""
+        return Result(status, self.query, self.lang, top_score=self.relevance.top_score,
+                      floor=self.relevance.floor, is_low_confidence=self.relevance.is_low_confidence,
+                      trace=self.trace, **fields)
 
 
 class Pipeline:
@@ -50,13 +74,19 @@ class Pipeline:
         index = PassageIndex.load(settings.index_dir, encoder_name=encoder.name)
         return cls(settings, encoder, index)
 
-    def encode_query(self, text: str):
+    def encode_query(self, text: str) -> np.ndarray:
         """float32 (dim,) L2-normalised query vector."""
         with self._encode_lock:
             return self.encoder.encode_queries([text])[0]
 
+    def encode_passages(self, texts: list[str]) -> np.ndarray:
+        """float32 (len(texts), dim) L2-normalised vectors with the ``passage: `` prefix (e.g. a
+        generated answer, for the grounding guard's embedding similarity)."""
+        with self._encode_lock:
+            return self.encoder.encode_passages(texts)
+
     def ask(self, query: str, lang: str | None = None, hint_lang: str | None = None) -> Result:
-        """Answer ``query`` or refuse.
+        """Answer ``query`` extractively or refuse.
 
         Args:
             query: the user's question (typed or transcribed).
@@ -68,13 +98,26 @@ class Pipeline:
         """
         trace = Trace()
         try:
-            return self._ask(query, lang, hint_lang, trace)
+            prepared = self.prepare(query, lang, hint_lang, trace)
+            if isinstance(prepared, Result):
+                return prepared
+            return self.answer_extractive(prepared)
         except Exception as exc:  # the one place a failure becomes a result, with its trace
-            log.exception("pipeline error query_chars=%d", len(query or ""))
-            return Result(Status.ERROR, query, lang or hint_lang or "en",
-                          message=f"{type(exc).__name__}: {exc}", trace=trace)
+            return self.error_result(exc, query, lang or hint_lang, trace)
 
-    def _ask(self, query: str, lang: str | None, hint_lang: str | None, trace: Trace) -> Result:
+    def error_result(self, exc: Exception, query: str, lang: str | None, trace: Trace) -> Result:
+        log.exception("pipeline error query_chars=%d", len(query or ""))
+        return Result(Status.ERROR, query, lang or "en", message=f"{type(exc).__name__}: {exc}",
+                      trace=trace)
+
+    def prepare(
+        self, query: str, lang: str | None, hint_lang: str | None, trace: Trace
+    ) -> Prepared | Result:
+        """Input guard, language, embedding, search and relevance guard.
+
+        Returns:
+            A refusal :class:`Result`, or :class:`Prepared` for an answer stage to finish.
+        """
         s = self.settings
         with trace.timed("input_guard") as stage:
             verdict = check_input(query, s)
@@ -104,32 +147,36 @@ class Pipeline:
                             language_bonus=s.language_bonus, pool_factor=s.pool_factor)
             stage.decision = f"{len(hits)} hits"
             stage.detail = ", ".join(f"{h.passage.id} {h.score:.3f}" for h in hits[:3])
-        top = hits[0] if hits else None
         with trace.timed("relevance_guard") as stage:
-            relevance = check_relevance(top.score if top else None, query_lang, s)
+            relevance = check_relevance(hits[0].score if hits else None, query_lang, s)
             stage.decision = "passed" if relevance.is_ok else "refused"
             stage.detail = relevance.detail
-        base = dict(query=text, lang=query_lang, top_score=relevance.top_score,
-                    floor=relevance.floor, trace=trace)
         if not relevance.is_ok:
-            return Result(Status.REFUSED_NO_MATCH, message=relevance.detail, **base)
+            return Result(Status.REFUSED_NO_MATCH, text, query_lang, top_score=relevance.top_score,
+                          floor=relevance.floor, message=relevance.detail, trace=trace)
+        return Prepared(text, query_lang, vector, hits, relevance, trace)
 
+    def answer_extractive(self, prepared: Prepared) -> Result:
+        """Best-supported sentence of the top passage (or its sibling in the query's language),
+        checked by the grounding guard."""
+        top, trace, query_lang = prepared.hits[0], prepared.trace, prepared.lang
         with trace.timed("answer") as stage:
             sibling = self._sibling(top, query_lang)
-            answer = extract_answer(text, query_lang, top, sibling)
+            answer = extract_answer(prepared.query, query_lang, top, sibling)
             stage.decision = "extractive"
             via = f" via sibling of {top.passage.id}" if sibling else ""
             stage.detail = f"from {answer.source.id}{via}, support {answer.support:.2f}"
         with trace.timed("grounding_guard") as stage:
             sources = [top.passage.text] + ([sibling.text] if sibling else [])
-            grounding = check_grounding(answer.text, sources, s)
+            grounding = check_grounding(answer.text, sources, self.settings)
             stage.decision = "passed" if grounding.is_grounded else "refused"
             stage.detail = grounding.detail
         if not grounding.is_grounded:
-            return Result(Status.REFUSED_UNGROUNDED, message=grounding.detail, **base)
-        citations = self._citations(top, sibling, vector)
-        return Result(Status.ANSWERED, answer=answer.text, answer_lang=answer.source.lang,
-                      citations=citations, is_low_confidence=relevance.is_low_confidence, **base)
+            return prepared.result(Status.REFUSED_UNGROUNDED, message=grounding.detail)
+        return prepared.result(
+            Status.ANSWERED, answer=answer.text, answer_lang=answer.source.lang,
+            citations=self._citations(top, sibling, prepared.vector),
+        )
 
     def _sibling(self, top: Hit, lang: str) -> Passage | None:
         """The top passage's translation in the query's language, if it is in the corpus."""
@@ -138,7 +185,7 @@ class Pipeline:
         label = self.index.label_of(top.passage.sibling_id(lang))
         return None if label is None else self.index.passages[label]
 
-    def _citations(self, top: Hit, sibling: Passage | None, vector) -> list[Citation]:
+    def _citations(self, top: Hit, sibling: Passage | None, vector: np.ndarray) -> list[Citation]:
         citations = []
         if sibling is not None:
             label = self.index.label_of(sibling.id)
