@@ -1,0 +1,153 @@
+"""Real voice notes for tests: espeak-ng speech encoded as OGG/Opus the way Telegram sends them.
+
+``make_voice_note("what is the capital of india", "en")`` returns the bytes of a 48 kHz mono
+Opus (24 kbit/s) OGG file. Results are cached by content in ``$TMPDIR/voice-rag-voice-notes``,
+so a test session synthesises each phrase once.
+
+Needs the Debian packages ``espeak-ng`` and ``ffmpeg`` (with libopus).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import shutil
+import subprocess
+import tempfile
+import wave
+from pathlib import Path
+
+VOICES = {"en": "en", "hi": "hi", "gu": "gu", "te": "te"}
+"""espeak-ng voice per corpus language."""
+
+CACHE_DIR = Path(tempfile.gettempdir()) / "voice-rag-voice-notes"
+
+_SENTENCES = {
+    "en": "The quick brown fox jumps over the lazy dog near the river bank.",
+    "hi": "भारत की राजधानी नई दिल्ली है और यह एक बड़ा शहर है।",
+    "gu": "ગુજરાતની રાજધાની ગાંધીનગર છે.",
+    "te": "తెలంగాణ రాజధాని హైదరాబాద్.",
+}
+_PAUSE_S = 0.6  # silence between repeated sentences in long notes
+
+
+def tools_available() -> bool:
+    """True when espeak-ng and ffmpeg are on PATH."""
+    return shutil.which("espeak-ng") is not None and shutil.which("ffmpeg") is not None
+
+
+def _cached(key: str, build) -> bytes:
+    CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    path = CACHE_DIR / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.ogg"
+    if not path.exists():
+        data = build()
+        tmp = path.with_suffix(f".{id(data)}.tmp")
+        tmp.write_bytes(data)
+        tmp.replace(path)  # atomic: parallel test runs never read half a file
+    return path.read_bytes()
+
+
+def speak_wav(text: str, lang: str) -> bytes:
+    """espeak-ng speech as WAV bytes (22,050 Hz mono s16)."""
+    if lang not in VOICES:
+        raise ValueError(f"no espeak-ng voice for {lang!r}: expected one of {', '.join(VOICES)}")
+    proc = subprocess.run(
+        ["espeak-ng", "-v", VOICES[lang], "--stdout", text],
+        capture_output=True,
+        check=True,
+        timeout=60,
+    )
+    return proc.stdout
+
+
+def _encode_opus(wav: bytes) -> bytes:
+    """WAV bytes -> OGG/Opus bytes with Telegram voice-note settings."""
+    proc = subprocess.run(
+        [
+            "ffmpeg",
+            "-hide_banner",
+            "-loglevel",
+            "error",
+            "-f",
+            "wav",
+            "-i",
+            "pipe:0",
+            "-c:a",
+            "libopus",
+            "-b:a",
+            "24k",
+            "-ar",
+            "48000",
+            "-ac",
+            "1",
+            "-f",
+            "ogg",
+            "pipe:1",
+        ],
+        input=wav,
+        capture_output=True,
+        check=True,
+        timeout=120,
+    )
+    return proc.stdout
+
+
+def make_voice_note(text: str, lang: str) -> bytes:
+    """OGG/Opus bytes of ``text`` spoken by espeak-ng's ``lang`` voice (en, hi, gu, te)."""
+    return _cached(f"note|{lang}|{text}", lambda: _encode_opus(speak_wav(text, lang)))
+
+
+def make_long_voice_note(seconds: float, lang: str = "en") -> bytes:
+    """OGG/Opus bytes of exactly ``seconds`` of speech: one sentence repeated with 0.6 s pauses
+    between repetitions (so a splitter has real silences to find), cut at ``seconds``."""
+
+    def build() -> bytes:
+        with wave.open(io.BytesIO(speak_wav(_SENTENCES[lang], lang)), "rb") as w:
+            params = w.getparams()
+            # espeak-ng --stdout writes 0x7FFFFFFF as the frame count: read what is there.
+            speech = w.readframes(10**9)
+        frame_bytes = params.nchannels * params.sampwidth
+        pause = b"\x00" * (int(_PAUSE_S * params.framerate) * frame_bytes)
+        n_bytes = int(seconds * params.framerate) * frame_bytes
+        pcm = bytearray()
+        while len(pcm) < n_bytes:
+            pcm += speech + pause
+        out = io.BytesIO()
+        with wave.open(out, "wb") as w:
+            w.setnchannels(params.nchannels)
+            w.setsampwidth(params.sampwidth)
+            w.setframerate(params.framerate)
+            w.writeframes(bytes(pcm[:n_bytes]))
+        return _encode_opus(out.getvalue())
+
+    return _cached(f"long|{lang}|{seconds}", build)
+
+
+def make_wav(
+    seconds: float,
+    sample_rate_hz: int = 16_000,
+    n_channels: int = 1,
+    sample_width_bytes: int = 2,
+    tone_hz: float = 440.0,
+) -> bytes:
+    """A WAV file of a sine tone (fast, no subprocess), for tests that only need valid audio."""
+    import math
+
+    n_frames = int(seconds * sample_rate_hz)
+    peak = 0.3 * (2 ** (8 * sample_width_bytes - 1) - 1)
+    samples = bytearray()
+    for i in range(n_frames):
+        value = int(peak * math.sin(2 * math.pi * tone_hz * i / sample_rate_hz))
+        frame = (
+            value.to_bytes(sample_width_bytes, "little", signed=True)
+            if sample_width_bytes > 1
+            else bytes([value + 128])
+        )
+        samples += frame * n_channels
+    out = io.BytesIO()
+    with wave.open(out, "wb") as w:
+        w.setnchannels(n_channels)
+        w.setsampwidth(sample_width_bytes)
+        w.setframerate(sample_rate_hz)
+        w.writeframes(bytes(samples))
+    return out.getvalue()
