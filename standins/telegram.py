@@ -306,8 +306,9 @@ class FakeTelegram:
         reply_to: int | None = None,
         language_code: str = "en",
     ) -> dict:
-        """Queue a text message (POSTed to the webhook if one is set) from a user; returns the update.
+        """Queue a text message from a user (POSTed to the webhook if one is set).
 
+        Returns the update dict.
         ``bot_command`` entities are added for ``/cmd`` and ``/cmd@bot``, ``mention`` entities
         for ``@username``, with UTF-16 offsets as Telegram sends them. ``reply_to`` is the
         message_id of an earlier message in the chat. ``user_id`` defaults to ``chat_id``.
@@ -331,8 +332,9 @@ class FakeTelegram:
         language_code: str = "en",
         mime_type: str = "audio/ogg",
     ) -> dict:
-        """Queue a voice note (POSTed to the webhook if one is set) of ``duration_s`` seconds; returns the update.
+        """Queue a voice note of ``duration_s`` seconds (POSTed to the webhook if one is set).
 
+        Returns the update dict.
         ``file_size`` is the size advertised in ``message.voice`` and by getFile (default
         ``len(ogg_bytes)``): pass e.g. 25_000_000 to fake an over-size note; getFile then
         answers 400 "file is too big", as Telegram does above 20 MB.
@@ -348,7 +350,8 @@ class FakeTelegram:
 
     async def push_callback(self, chat_id: int, message_id: int, data: str, *,
                             user_id: int | None = None) -> dict:
-        """Queue a button press (POSTed to the webhook if one is set) on the bot's message ``message_id``."""
+        """Queue a button press on the bot's message ``message_id`` (POSTed to the webhook if
+        one is set); returns the update dict."""
         user = self._user(user_id if user_id is not None else chat_id, "en")
         message = self._messages.get((chat_id, message_id)) or {
             "message_id": message_id, "date": int(time.time()), "chat": self._chats[chat_id],
@@ -360,7 +363,10 @@ class FakeTelegram:
         return await self.push_update({"callback_query": query})
 
     async def push_update(self, raw: dict) -> dict:
-        """Queue any update (POSTed to the webhook if one is set); ``update_id`` is assigned unless present."""
+        """Queue any update (POSTed to the webhook if one is set); returns it.
+
+        ``update_id`` is assigned unless present. Messages in it are stored, so the bot can
+        reply to them, edit them or delete them."""
         update = dict(raw)
         if "update_id" not in update:
             update["update_id"] = self._next_update_id
@@ -844,7 +850,10 @@ async def _parse(request: web.Request) -> tuple[dict[str, Any], dict[str, bytes]
 
 def _parse_text(text: str, parse_mode: str | None, limit: int = MAX_TEXT_CHARS) -> str:
     """The plain text Telegram would show, or ``_ApiError`` 400 as Telegram answers."""
-    plain = _parse_html(text) if (parse_mode or "").upper() == "HTML" else text
+    try:
+        plain = parse_html(text) if (parse_mode or "").upper() == "HTML" else text
+    except HtmlError as exc:
+        raise _ApiError(400, f"Bad Request: can't parse entities: {exc}") from None
     if not plain.strip():
         raise _ApiError(400, "Bad Request: message text is empty")
     if len(plain) > limit:
@@ -852,8 +861,18 @@ def _parse_text(text: str, parse_mode: str | None, limit: int = MAX_TEXT_CHARS) 
     return plain
 
 
-def _parse_html(text: str) -> str:
-    """Strip Telegram HTML to plain text; 400 "can't parse entities" on bad markup."""
+class HtmlError(ValueError):
+    """Markup Telegram would refuse with 400 "can't parse entities"."""
+
+
+def parse_html(text: str) -> str:
+    """The plain text Telegram shows for ``parse_mode=HTML`` text.
+
+    Raises:
+        HtmlError: an unsupported tag, an unbalanced tag, a bare ``<`` or ``>``, or a ``&``
+            that does not start ``&lt; &gt; &amp; &quot;`` or a numeric entity (stricter than
+            Telegram, which lets some bare ``&`` through).
+    """
     out: list[str] = []
     stack: list[str] = []
     i = 0
@@ -863,40 +882,33 @@ def _parse_html(text: str) -> str:
             match = _TAG_RE.match(text, i)
             offset = len(text[:i].encode())
             if match is None:
-                raise _ApiError(400, "Bad Request: can't parse entities: Unexpected end of name "
-                                     f"token at byte offset {offset}")
+                raise HtmlError(f"Unexpected end of name token at byte offset {offset}")
             closing, name = match.group(1) == "/", match.group(2).lower()
             if closing:
                 if not stack:
-                    raise _ApiError(400, "Bad Request: can't parse entities: Unmatched end tag "
-                                         f"at byte offset {offset}, no start tag to close")
+                    raise HtmlError(f"Unmatched end tag at byte offset {offset}, no start tag")
                 if stack[-1] != name:
-                    raise _ApiError(400, "Bad Request: can't parse entities: Unmatched end tag "
-                                         f"at byte offset {offset}, expected \"</{stack[-1]}>\", "
-                                         f"found \"</{name}>\"")
+                    raise HtmlError(f"Unmatched end tag at byte offset {offset}, "
+                                    f"expected \"</{stack[-1]}>\", found \"</{name}>\"")
                 stack.pop()
             else:
                 if name not in _HTML_TAGS:
-                    raise _ApiError(400, "Bad Request: can't parse entities: Unsupported start "
-                                         f"tag \"{name}\" at byte offset {offset}")
+                    raise HtmlError(f"Unsupported start tag \"{name}\" at byte offset {offset}")
                 stack.append(name)
             i = match.end()
         elif char == "&":
             match = _ENTITY_RE.match(text, i)
             if match is None:
-                raise _ApiError(400, "Bad Request: can't parse entities: bare '&' at byte "
-                                     f"offset {len(text[:i].encode())}")
+                raise HtmlError(f"bare '&' at byte offset {len(text[:i].encode())}")
             out.append(html.unescape(match.group(0)))
             i = match.end()
         elif char == ">":
-            raise _ApiError(400, "Bad Request: can't parse entities: bare '>' at byte offset "
-                                 f"{len(text[:i].encode())}")
+            raise HtmlError(f"bare '>' at byte offset {len(text[:i].encode())}")
         else:
             out.append(char)
             i += 1
     if stack:
-        raise _ApiError(400, "Bad Request: can't parse entities: Can't find end tag "
-                             f"corresponding to start tag \"{stack[-1]}\"")
+        raise HtmlError(f"Can't find end tag corresponding to start tag \"{stack[-1]}\"")
     return "".join(out)
 
 

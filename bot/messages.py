@@ -1,0 +1,266 @@
+"""User-facing strings in English, Hindi, Gujarati and Telugu, and ``t()`` to look them up.
+
+Strings are plain text with ``str.format`` placeholders; callers escape them for HTML (values
+such as scores are formatted by the caller, e.g. ``score="0.779"``). Every key exists in English;
+other languages fall back to English key by key.
+"""
+
+from __future__ import annotations
+
+DEFAULT_LANG = "en"
+
+MESSAGES: dict[str, dict[str, str]] = {
+    "help": {
+        "en": "Hello! Ask me a question by voice or text in English, Hindi, Gujarati or Telugu. "
+              "I answer only from my sources and say so when I cannot.\n"
+              "/lang – answer language, /mode – answer style, /why – how I decided the last "
+              "answer.",
+        "hi": "नमस्ते! मुझसे अंग्रेज़ी, हिंदी, गुजराती या तेलुगु में बोलकर या लिखकर सवाल पूछें। "
+              "मैं केवल अपने स्रोतों से जवाब देता हूँ, और जवाब न मिले तो साफ़ बता देता हूँ।\n"
+              "/lang – जवाब की भाषा, /mode – जवाब का तरीका, /why – पिछला जवाब कैसे तय हुआ।",
+        "gu": "નમસ્તે! મને અંગ્રેજી, હિન્દી, ગુજરાતી કે તેલુગુમાં બોલીને અથવા લખીને પ્રશ્ન પૂછો. "
+              "હું ફક્ત મારા સ્રોતોમાંથી જવાબ આપું છું, અને જવાબ ન મળે તો સ્પષ્ટ કહું છું.\n"
+              "/lang – જવાબની ભાષા, /mode – જવાબની રીત, /why – છેલ્લો જવાબ કેવી રીતે નક્કી થયો.",
+        "te": "నమస్తే! ఇంగ్లీష్, హిందీ, గుజరాతీ లేదా తెలుగులో మాట్లాడి లేదా రాసి ప్రశ్న అడగండి. "
+              "నేను నా మూలాల నుండి మాత్రమే సమాధానం ఇస్తాను; దొరకకపోతే స్పష్టంగా చెబుతాను.\n"
+              "/lang – సమాధాన భాష, /mode – సమాధాన విధానం, "
+              "/why – చివరి సమాధానం ఎలా నిర్ణయించబడింది.",
+    },
+    # ---- refusals (render states the numbers, formatted to 3 decimals)
+    "refused_no_match": {
+        "en": "I could not find this in my sources: best match {score} is below the floor "
+              "{floor}.",
+        "hi": "यह मुझे अपने स्रोतों में नहीं मिला: सबसे अच्छा मिलान {score} है, जो न्यूनतम सीमा "
+              "{floor} से कम है।",
+        "gu": "આ મને મારા સ્રોતોમાં મળ્યું નહીં: શ્રેષ્ઠ મેળ {score} છે, જે લઘુત્તમ મર્યાદા "
+              "{floor} કરતાં ઓછો છે.",
+        "te": "ఇది నా మూలాల్లో దొరకలేదు: ఉత్తమ సరిపోలిక {score}, ఇది కనీస పరిమితి "
+              "{floor} కంటే తక్కువ.",
+    },
+    "refused_no_passages": {
+        "en": "I could not find this in my sources: no passage matched (floor {floor}).",
+        "hi": "यह मुझे अपने स्रोतों में नहीं मिला: कोई अंश मेल नहीं खाया (न्यूनतम सीमा {floor})।",
+        "gu": "આ મને મારા સ્રોતોમાં મળ્યું નહીં: કોઈ ફકરો મેળ ખાતો નથી (લઘુત્તમ મર્યાદા {floor}).",
+        "te": "ఇది నా మూలాల్లో దొరకలేదు: ఏ భాగమూ సరిపోలలేదు (కనీస పరిమితి {floor}).",
+    },
+    "refused_unanswerable": {
+        "en": "My sources do not answer this question.",
+        "hi": "मेरे स्रोतों में इस सवाल का जवाब नहीं है।",
+        "gu": "મારા સ્રોતોમાં આ પ્રશ્નનો જવાબ નથી.",
+        "te": "నా మూలాల్లో ఈ ప్రశ్నకు సమాధానం లేదు.",
+    },
+    "refused_ungrounded": {
+        "en": "I found related passages but could not form an answer they support, so I will "
+              "not guess.",
+        "hi": "मुझे संबंधित अंश मिले, पर उनसे समर्थित जवाब नहीं बन सका, इसलिए मैं अनुमान नहीं "
+              "लगाऊँगा।",
+        "gu": "મને સંબંધિત ફકરા મળ્યા, પણ તેમના આધારે જવાબ બની શક્યો નહીં, તેથી હું અનુમાન "
+              "નહીં કરું.",
+        "te": "సంబంధిత భాగాలు దొరికాయి, కానీ వాటి ఆధారంగా సమాధానం రూపొందించలేకపోయాను, "
+              "కాబట్టి ఊహించి చెప్పను.",
+    },
+    "score_line": {
+        "en": "Best match {score}, floor {floor}.",
+        "hi": "सबसे अच्छा मिलान {score}, न्यूनतम सीमा {floor}।",
+        "gu": "શ્રેષ્ઠ મેળ {score}, લઘુત્તમ મર્યાદા {floor}.",
+        "te": "ఉత్తమ సరిపోలిక {score}, కనీస పరిమితి {floor}.",
+    },
+    # ---- bad input (reasons of rag.guards.check_input)
+    "bad_input": {
+        "en": "I cannot use this as a question. Please rephrase it.",
+        "hi": "मैं इसे सवाल के रूप में नहीं ले सकता। कृपया इसे दूसरे शब्दों में पूछें।",
+        "gu": "હું આને પ્રશ્ન તરીકે લઈ શકતો નથી. કૃપા કરીને તેને બીજા શબ્દોમાં પૂછો.",
+        "te": "దీన్ని ప్రశ్నగా తీసుకోలేను. దయచేసి మరోలా అడగండి.",
+    },
+    "bad_input_empty": {
+        "en": "Your message is empty. Please ask a question.",
+        "hi": "आपका संदेश खाली है। कृपया कोई सवाल पूछें।",
+        "gu": "તમારો સંદેશ ખાલી છે. કૃપા કરીને પ્રશ્ન પૂછો.",
+        "te": "మీ సందేశం ఖాళీగా ఉంది. దయచేసి ఒక ప్రశ్న అడగండి.",
+    },
+    "bad_input_too_short": {
+        "en": "Your question is too short. Please ask in a few words.",
+        "hi": "आपका सवाल बहुत छोटा है। कृपया कुछ शब्दों में पूछें।",
+        "gu": "તમારો પ્રશ્ન બહુ ટૂંકો છે. કૃપા કરીને થોડા શબ્દોમાં પૂછો.",
+        "te": "మీ ప్రశ్న చాలా చిన్నది. దయచేసి కొన్ని పదాల్లో అడగండి.",
+    },
+    "bad_input_too_long": {
+        "en": "Your question is too long: please keep it under {max_chars} characters.",
+        "hi": "आपका सवाल बहुत लंबा है: कृपया इसे {max_chars} अक्षरों से छोटा रखें।",
+        "gu": "તમારો પ્રશ્ન બહુ લાંબો છે: કૃપા કરીને તેને {max_chars} અક્ષરોથી ટૂંકો રાખો.",
+        "te": "మీ ప్రశ్న చాలా పొడవుగా ఉంది: దయచేసి {max_chars} అక్షరాల లోపు ఉంచండి.",
+    },
+    "bad_input_garbled": {
+        "en": "I could not make sense of that. Please rephrase your question.",
+        "hi": "मैं इसे समझ नहीं पाया। कृपया अपना सवाल दूसरे शब्दों में पूछें।",
+        "gu": "હું આ સમજી શક્યો નહીં. કૃપા કરીને તમારો પ્રશ્ન બીજા શબ્દોમાં પૂછો.",
+        "te": "నాకు అది అర్థం కాలేదు. దయచేసి మీ ప్రశ్నను మరోలా అడగండి.",
+    },
+    "bad_input_unsupported_language": {
+        "en": "I understand only English, Hindi, Gujarati and Telugu.",
+        "hi": "मैं केवल अंग्रेज़ी, हिंदी, गुजराती और तेलुगु समझता हूँ।",
+        "gu": "હું ફક્ત અંગ્રેજી, હિન્દી, ગુજરાતી અને તેલુગુ સમજું છું.",
+        "te": "నాకు ఇంగ్లీష్, హిందీ, గుజరాతీ, తెలుగు మాత్రమే అర్థమవుతాయి.",
+    },
+    # ---- voice and speech-to-text
+    "voice_too_big": {
+        "en": "This voice note is too large: the limit is {max_mb} MB.",
+        "hi": "यह वॉइस नोट बहुत बड़ा है: सीमा {max_mb} MB है।",
+        "gu": "આ વૉઇસ નોટ બહુ મોટી છે: મર્યાદા {max_mb} MB છે.",
+        "te": "ఈ వాయిస్ నోట్ చాలా పెద్దది: పరిమితి {max_mb} MB.",
+    },
+    "voice_too_long": {
+        "en": "This voice note is too long: please keep it under {max_s} seconds.",
+        "hi": "यह वॉइस नोट बहुत लंबा है: कृपया इसे {max_s} सेकंड से छोटा रखें।",
+        "gu": "આ વૉઇસ નોટ બહુ લાંબી છે: કૃપા કરીને તેને {max_s} સેકંડથી ટૂંકી રાખો.",
+        "te": "ఈ వాయిస్ నోట్ చాలా పొడవుగా ఉంది: దయచేసి {max_s} సెకన్ల లోపు ఉంచండి.",
+    },
+    "audio_unreadable": {
+        "en": "I could not read this audio. Please record the voice note again.",
+        "hi": "मैं यह ऑडियो पढ़ नहीं पाया। कृपया वॉइस नोट फिर से रिकॉर्ड करें।",
+        "gu": "હું આ ઑડિયો વાંચી શક્યો નહીં. કૃપા કરીને વૉઇસ નોટ ફરીથી રેકોર્ડ કરો.",
+        "te": "ఈ ఆడియోను చదవలేకపోయాను. దయచేసి వాయిస్ నోట్‌ను మళ్లీ రికార్డ్ చేయండి.",
+    },
+    "no_speech": {
+        "en": "I could not hear any speech in this voice note.",
+        "hi": "इस वॉइस नोट में मुझे कोई बोली सुनाई नहीं दी।",
+        "gu": "આ વૉઇસ નોટમાં મને કોઈ બોલાયેલું સંભળાયું નહીં.",
+        "te": "ఈ వాయిస్ నోట్‌లో నాకు మాటలు ఏవీ వినిపించలేదు.",
+    },
+    "stt_down": {
+        "en": "The speech service is not available right now. Please try again later or type "
+              "your question.",
+        "hi": "आवाज़ पहचानने की सेवा अभी उपलब्ध नहीं है। कृपया बाद में प्रयास करें या सवाल लिखकर "
+              "भेजें।",
+        "gu": "અવાજ ઓળખવાની સેવા હમણાં ઉપલબ્ધ નથી. કૃપા કરીને પછી પ્રયાસ કરો અથવા પ્રશ્ન લખીને "
+              "મોકલો.",
+        "te": "మాటను గుర్తించే సేవ ప్రస్తుతం అందుబాటులో లేదు. దయచేసి తర్వాత ప్రయత్నించండి లేదా "
+              "ప్రశ్నను టైప్ చేయండి.",
+    },
+    "stt_slow": {
+        "en": "The speech service is too slow right now. Please try again or type your question.",
+        "hi": "आवाज़ पहचानने की सेवा अभी बहुत धीमी है। कृपया फिर से प्रयास करें या सवाल लिखकर "
+              "भेजें।",
+        "gu": "અવાજ ઓળખવાની સેવા હમણાં બહુ ધીમી છે. કૃપા કરીને ફરી પ્રયાસ કરો અથવા પ્રશ્ન લખીને "
+              "મોકલો.",
+        "te": "మాటను గుర్తించే సేవ ప్రస్తుతం చాలా నెమ్మదిగా ఉంది. దయచేసి మళ్లీ ప్రయత్నించండి లేదా "
+              "ప్రశ్నను టైప్ చేయండి.",
+    },
+    # ---- limits and failures
+    "rate_limited": {
+        "en": "Too many messages: please wait {seconds} s.",
+        "hi": "बहुत सारे संदेश: कृपया {seconds} सेकंड रुकें।",
+        "gu": "ઘણા બધા સંદેશા: કૃપા કરીને {seconds} સેકંડ રાહ જુઓ.",
+        "te": "చాలా సందేశాలు వచ్చాయి: దయచేసి {seconds} సెకన్లు ఆగండి.",
+    },
+    "error": {
+        "en": "Something went wrong on my side. Please try again.",
+        "hi": "मेरी ओर से कुछ गड़बड़ हो गई। कृपया फिर से प्रयास करें।",
+        "gu": "મારી બાજુએ કંઈક ખોટું થયું. કૃપા કરીને ફરી પ્રયાસ કરો.",
+        "te": "నా వైపు ఏదో పొరపాటు జరిగింది. దయచేసి మళ్లీ ప్రయత్నించండి.",
+    },
+    # ---- answer labels
+    "low_confidence": {
+        "en": "Low confidence: best match {score} is close to the floor {floor}.",
+        "hi": "कम भरोसा: सबसे अच्छा मिलान {score} न्यूनतम सीमा {floor} के करीब है।",
+        "gu": "ઓછો વિશ્વાસ: શ્રેષ્ઠ મેળ {score} લઘુત્તમ મર્યાદા {floor} ની નજીક છે.",
+        "te": "తక్కువ నమ్మకం: ఉత్తమ సరిపోలిక {score} కనీస పరిమితి {floor} కి దగ్గరగా ఉంది.",
+    },
+    "sources": {"en": "Sources", "hi": "स्रोत", "gu": "સ્રોતો", "te": "మూలాలు"},
+    "score": {"en": "score", "hi": "स्कोर", "gu": "સ્કોર", "te": "స్కోర్"},
+    "you_said": {"en": "You said:", "hi": "आपने कहा:", "gu": "તમે કહ્યું:", "te": "మీరు అన్నారు:"},
+    "answer_from": {
+        "en": "Answer taken from a passage in {language}.",
+        "hi": "जवाब {language} के अंश से लिया गया है।",
+        "gu": "જવાબ {language} ફકરામાંથી લીધો છે.",
+        "te": "సమాధానం {language} భాగం నుండి తీసుకోబడింది.",
+    },
+    # ---- /lang and /mode
+    "lang_set": {
+        "en": "Answer language set to {language}.",
+        "hi": "जवाब की भाषा {language} कर दी गई है।",
+        "gu": "જવાબની ભાષા {language} કરી દેવામાં આવી છે.",
+        "te": "సమాధాన భాష {language}గా మార్చబడింది.",
+    },
+    "lang_auto": {
+        "en": "Answer language: automatic (the language you ask in).",
+        "hi": "जवाब की भाषा: स्वचालित (जिस भाषा में आप पूछें)।",
+        "gu": "જવાબની ભાષા: આપમેળે (તમે જે ભાષામાં પૂછો તે).",
+        "te": "సమాధాన భాష: ఆటోమేటిక్ (మీరు అడిగే భాష).",
+    },
+    "lang_usage": {
+        "en": "Usage: /lang en | hi | gu | te | auto",
+        "hi": "उपयोग: /lang en | hi | gu | te | auto",
+        "gu": "ઉપયોગ: /lang en | hi | gu | te | auto",
+        "te": "వాడుక: /lang en | hi | gu | te | auto",
+    },
+    "mode_set": {
+        "en": "Answer mode set to {mode}.",
+        "hi": "जवाब का तरीका बदलकर {mode} कर दिया गया है।",
+        "gu": "જવાબની રીત બદલીને {mode} કરી દેવામાં આવી છે.",
+        "te": "సమాధాన విధానం {mode}గా మార్చబడింది.",
+    },
+    "mode_usage": {
+        "en": "Usage: /mode extractive | generative",
+        "hi": "उपयोग: /mode extractive | generative",
+        "gu": "ઉપયોગ: /mode extractive | generative",
+        "te": "వాడుక: /mode extractive | generative",
+    },
+    "mode_extractive": {
+        "en": "extractive (sentences quoted from the sources)",
+        "hi": "उद्धरण (स्रोतों से सीधे लिए गए वाक्य)",
+        "gu": "અવતરણ (સ્રોતોમાંથી સીધાં લીધેલાં વાક્યો)",
+        "te": "ఉల్లేఖన (మూలాల నుండి నేరుగా తీసుకున్న వాక్యాలు)",
+    },
+    "mode_generative": {
+        "en": "generative (written from the sources)",
+        "hi": "रचित (स्रोतों के आधार पर लिखा गया)",
+        "gu": "રચિત (સ્રોતોના આધારે લખાયેલ)",
+        "te": "రచిత (మూలాల ఆధారంగా రాసినది)",
+    },
+    # ---- /why
+    "why_header": {
+        "en": "How I decided the last answer:",
+        "hi": "पिछला जवाब कैसे तय हुआ:",
+        "gu": "છેલ્લો જવાબ કેવી રીતે નક્કી થયો:",
+        "te": "చివరి సమాధానం ఎలా నిర్ణయించబడింది:",
+    },
+    "why_query": {
+        "en": "Question: {query}",
+        "hi": "सवाल: {query}",
+        "gu": "પ્રશ્ન: {query}",
+        "te": "ప్రశ్న: {query}",
+    },
+    "why_total": {"en": "Total", "hi": "कुल", "gu": "કુલ", "te": "మొత్తం"},
+    "why_empty": {
+        "en": "Nothing to explain yet: ask a question first.",
+        "hi": "अभी बताने को कुछ नहीं है: पहले कोई सवाल पूछें।",
+        "gu": "હજી સમજાવવા જેવું કંઈ નથી: પહેલાં પ્રશ્ન પૂછો.",
+        "te": "ఇంకా వివరించడానికి ఏమీ లేదు: ముందుగా ఒక ప్రశ్న అడగండి.",
+    },
+}
+
+LANGUAGE_NAMES: dict[str, dict[str, str]] = {
+    "en": {"en": "English", "hi": "Hindi", "gu": "Gujarati", "te": "Telugu"},
+    "hi": {"en": "अंग्रेज़ी", "hi": "हिंदी", "gu": "गुजराती", "te": "तेलुगु"},
+    "gu": {"en": "અંગ્રેજી", "hi": "હિન્દી", "gu": "ગુજરાતી", "te": "તેલુગુ"},
+    "te": {"en": "ఇంగ్లీష్", "hi": "హిందీ", "gu": "గుజరాతీ", "te": "తెలుగు"},
+}
+"""``LANGUAGE_NAMES[ui_lang][code]``: the name of language ``code`` written in ``ui_lang``."""
+
+
+def t(key: str, lang: str, **kwargs: object) -> str:
+    """The message ``key`` in ``lang`` (falling back to English), formatted with ``kwargs``.
+
+    Raises:
+        KeyError: unknown ``key``, or a placeholder missing from ``kwargs``.
+    """
+    variants = MESSAGES[key]
+    template = variants.get(lang) or variants[DEFAULT_LANG]
+    return template.format(**kwargs)
+
+
+def language_name(code: str, lang: str) -> str:
+    """Name of language ``code`` in the UI language ``lang`` (``code`` itself if unknown)."""
+    names = LANGUAGE_NAMES.get(lang, LANGUAGE_NAMES[DEFAULT_LANG])
+    return names.get(code, code)

