@@ -159,6 +159,43 @@ MESSAGES: dict[str, dict[str, str]] = {
         "gu": "મારી બાજુએ કંઈક ખોટું થયું. કૃપા કરીને ફરી પ્રયાસ કરો.",
         "te": "నా వైపు ఏదో పొరపాటు జరిగింది. దయచేసి మళ్లీ ప్రయత్నించండి.",
     },
+    "not_allowed": {
+        "en": "Sorry, this bot is private.",
+        "hi": "क्षमा करें, यह बॉट निजी है।",
+        "gu": "માફ કરશો, આ બોટ ખાનગી છે.",
+        "te": "క్షమించండి, ఈ బాట్ ప్రైవేట్.",
+    },
+    # ---- command descriptions (set_my_commands; at most 256 characters each)
+    "cmd_start": {
+        "en": "Start and see what I can do",
+        "hi": "शुरू करें और जानें मैं क्या कर सकता हूँ",
+        "gu": "શરૂ કરો અને જાણો હું શું કરી શકું છું",
+        "te": "ప్రారంభించి నేను ఏమి చేయగలనో చూడండి",
+    },
+    "cmd_help": {
+        "en": "How to ask questions",
+        "hi": "सवाल कैसे पूछें",
+        "gu": "પ્રશ્ન કેવી રીતે પૂછવો",
+        "te": "ప్రశ్నలు ఎలా అడగాలి",
+    },
+    "cmd_why": {
+        "en": "How the last answer was decided",
+        "hi": "पिछला जवाब कैसे तय हुआ",
+        "gu": "છેલ્લો જવાબ કેવી રીતે નક્કી થયો",
+        "te": "చివరి సమాధానం ఎలా నిర్ణయించబడింది",
+    },
+    "cmd_lang": {
+        "en": "Answer language: en, hi, gu, te or auto",
+        "hi": "जवाब की भाषा: en, hi, gu, te या auto",
+        "gu": "જવાબની ભાષા: en, hi, gu, te અથવા auto",
+        "te": "సమాధాన భాష: en, hi, gu, te లేదా auto",
+    },
+    "cmd_mode": {
+        "en": "Answer style: extractive or generative",
+        "hi": "जवाब का तरीका: extractive या generative",
+        "gu": "જવાબની રીત: extractive અથવા generative",
+        "te": "సమాధాన విధానం: extractive లేదా generative",
+    },
     # ---- answer labels
     "low_confidence": {
         "en": "Low confidence: best match {score} is close to the floor {floor}.",

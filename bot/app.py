@@ -1,0 +1,164 @@
+"""Composition root: settings → Application → handlers → run (long polling, or a webhook).
+
+    python -m bot             # TELEGRAM_TOKEN, SARVAM_API_KEY, VOICE_RAG_INDEX_DIR, ...
+    python -m bot --console   # the same logic in a terminal, no token needed
+
+See ``bot.settings`` for every variable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from functools import partial
+from urllib.parse import urlparse
+
+from telegram import BotCommand, Update
+from telegram.constants import ParseMode
+from telegram.error import TelegramError
+from telegram.ext import (
+    AIORateLimiter,
+    Application,
+    ApplicationBuilder,
+    CommandHandler,
+    ContextTypes,
+    Defaults,
+    MessageHandler,
+    TypeHandler,
+    filters,
+)
+
+from bot import handlers
+from bot.handlers import BotContext
+from bot.messages import t
+from bot.services import Services
+from bot.settings import Settings
+from bot.startup import StartupError, check_startup
+from rag.errors import RagError
+from rag.pipeline import Pipeline
+from rag.types import LANGUAGES
+
+log = logging.getLogger(__name__)
+
+ALLOWED_UPDATES = [Update.MESSAGE, Update.EDITED_MESSAGE]
+"""Update types the bot asks for (an edited question is answered again)."""
+COMMANDS = ("start", "help", "why", "lang", "mode")
+
+
+def build_application(settings: Settings, pipeline: Pipeline | None = None) -> Application:
+    """The PTB Application: HTML replies, concurrent updates, RetryAfter honoured.
+
+    ``pipeline`` is loaded from ``settings.rag`` in ``post_init`` unless given (tests, bench).
+    """
+    tg = settings.telegram
+    app = (
+        ApplicationBuilder()
+        .token(tg.token)
+        .base_url(tg.api_base)
+        .base_file_url(tg.file_base)
+        .context_types(ContextTypes(context=BotContext))
+        .defaults(Defaults(parse_mode=ParseMode.HTML))
+        .concurrent_updates(True)
+        .rate_limiter(AIORateLimiter(overall_max_rate=tg.overall_max_rate,
+                                     max_retries=tg.max_retries))
+        .post_init(partial(open_services, settings=settings, pipeline=pipeline))
+        .post_shutdown(close_services)
+        .build()
+    )
+    add_handlers(app, settings)
+    return app
+
+
+def add_handlers(app: Application, settings: Settings) -> None:
+    # access (runs first)
+    if settings.bot.allowed_user_ids:
+        app.add_handler(TypeHandler(Update, handlers.allow_list_gate), group=-1)
+    # commands
+    app.add_handler(CommandHandler(["start", "help"], handlers.on_help))
+    app.add_handler(CommandHandler("why", handlers.on_why))
+    app.add_handler(CommandHandler("lang", handlers.on_lang))
+    app.add_handler(CommandHandler("mode", handlers.on_mode))
+    # questions
+    app.add_handler(MessageHandler(filters.VOICE | filters.AUDIO, handlers.on_voice))
+    app.add_handler(MessageHandler(filters.TEXT & ~filters.COMMAND, handlers.on_text))
+    # failures
+    app.add_error_handler(handlers.on_error)
+
+
+async def open_services(app: Application, *, settings: Settings,
+                        pipeline: Pipeline | None) -> None:
+    """post_init: load the pipeline, open the database and clients, publish the commands."""
+    app.bot_data["services"] = await Services.open(settings, pipeline)
+    await set_commands(app)
+
+
+async def close_services(app: Application) -> None:
+    """post_shutdown: close clients and the database."""
+    services = app.bot_data.pop("services", None)
+    if services is not None:
+        await services.close()
+
+
+async def set_commands(app: Application) -> None:
+    """The command menu with descriptions in English (default), Hindi, Gujarati and Telugu."""
+    try:
+        for lang in LANGUAGES:
+            commands = [BotCommand(name, t(f"cmd_{name}", lang)) for name in COMMANDS]
+            await app.bot.set_my_commands(commands, language_code=None if lang == "en" else lang)
+    except TelegramError as exc:  # cosmetic: the bot works without a menu
+        log.warning("set_my_commands_failed detail=%s", exc)
+
+
+def polling_error_callback(app: Application):
+    """What ``run_polling`` passes to ``Updater.start_polling``: getUpdates failures (409
+    Conflict, network errors) go to the error handler."""
+    return lambda exc: app.create_task(app.process_error(error=exc, update=None))
+
+
+def run(app: Application, settings: Settings) -> None:
+    """Serve until SIGINT/SIGTERM: a webhook when ``TELEGRAM_WEBHOOK_URL`` is set, else long
+    polling."""
+    tg = settings.telegram
+    if tg.is_webhook:
+        log.info("start mode=webhook url=%s listen=%s port=%d", tg.webhook_url, tg.webhook_listen,
+                 tg.webhook_port)
+        app.run_webhook(listen=tg.webhook_listen, port=tg.webhook_port,
+                        url_path=urlparse(tg.webhook_url).path.lstrip("/"),
+                        webhook_url=tg.webhook_url, secret_token=tg.webhook_secret,
+                        allowed_updates=ALLOWED_UPDATES)
+    else:
+        log.info("start mode=polling api_base=%s poll_timeout_s=%d", tg.api_base,
+                 tg.poll_timeout_s)
+        app.run_polling(timeout=tg.poll_timeout_s, allowed_updates=ALLOWED_UPDATES)
+
+
+def configure_logging(level: int = logging.INFO) -> None:
+    """One key=value line per event; noisy libraries at WARNING."""
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    for name in ("httpx", "httpcore", "aiosqlite", "telegram.ext.AIORateLimiter"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m bot``; returns the exit code (2 when it cannot start)."""
+    parser = argparse.ArgumentParser(prog="python -m bot", description=__doc__.splitlines()[0])
+    parser.add_argument("--console", action="store_true", help="chat in this terminal instead")
+    args = parser.parse_args(argv)
+    configure_logging()
+    try:
+        settings = Settings.from_env()
+        check_startup(settings, needs_token=not args.console)
+    except (StartupError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        if args.console:
+            from bot.console import run_console
+
+            return run_console(settings)
+        run(build_application(settings), settings)
+    except RagError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,62 @@
+"""/start, /help, /why, /lang and /mode as framework-free service functions.
+
+Each takes the :class:`Services`, the :class:`Asker` and the command's argument (text after the
+command, or None) and returns a :class:`Reply` of Telegram HTML.
+"""
+
+from __future__ import annotations
+
+import logging
+from html import escape
+
+from bot.messages import language_name, t
+from bot.render import render_trace
+from bot.services import Asker, Reply, Services, ui_language
+from storage.db import CHAT_LANGS, MODES
+
+log = logging.getLogger(__name__)
+
+
+async def help_reply(services: Services, asker: Asker) -> Reply:
+    """The greeting and command list, in the chat's or the user's language."""
+    chat = await services.db.get_chat_settings(asker.chat_id)
+    return Reply([escape(t("help", ui_language(chat.lang, asker)))])
+
+
+async def why_reply(services: Services, asker: Asker) -> Reply:
+    """The full decision chain of the chat's last question (from the database, so it survives
+    restarts): each stage's decision, detail and milliseconds, in that question's language."""
+    stored = await services.db.last_decision(asker.chat_id)
+    if stored is None:
+        chat = await services.db.get_chat_settings(asker.chat_id)
+        return Reply([escape(t("why_empty", ui_language(chat.lang, asker)))])
+    result = stored.result
+    return Reply(render_trace(result.trace, result.lang, query=result.query or stored.transcript))
+
+
+async def lang_reply(services: Services, asker: Asker, arg: str | None) -> Reply:
+    """``/lang en|hi|gu|te|auto`` stores the chat's language (``auto``: the language asked
+    in); without a valid argument, the usage line."""
+    choice = (arg or "").strip().lower()
+    if choice not in CHAT_LANGS:
+        chat = await services.db.get_chat_settings(asker.chat_id)
+        return Reply([escape(t("lang_usage", ui_language(chat.lang, asker)))])
+    chat = await services.db.set_chat_settings(asker.chat_id, lang=choice)
+    log.info("chat_settings chat_id=%d lang=%s", asker.chat_id, choice)
+    ui = ui_language(chat.lang, asker)
+    if choice == "auto":
+        return Reply([escape(t("lang_auto", ui))])
+    return Reply([escape(t("lang_set", ui, language=language_name(choice, ui)))])
+
+
+async def mode_reply(services: Services, asker: Asker, arg: str | None) -> Reply:
+    """``/mode extractive|generative`` stores the chat's answer mode; without a valid argument,
+    the usage line."""
+    choice = (arg or "").strip().lower()
+    chat = await services.db.get_chat_settings(asker.chat_id)
+    ui = ui_language(chat.lang, asker)
+    if choice not in MODES:
+        return Reply([escape(t("mode_usage", ui))])
+    await services.db.set_chat_settings(asker.chat_id, mode=choice)
+    log.info("chat_settings chat_id=%d mode=%s", asker.chat_id, choice)
+    return Reply([escape(t("mode_set", ui, mode=t(f"mode_{choice}", ui)))])

@@ -1,0 +1,191 @@
+"""Thin PTB handlers: extract plain data from the update → call a service function → send.
+
+Nothing here decides anything about answers; see ``bot.questions`` and ``bot.commands``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from functools import partial
+from html import escape
+
+from telegram import Audio, Message, ReplyParameters, Update, Voice
+from telegram.constants import ChatAction, ChatType
+from telegram.error import Conflict, Forbidden, NetworkError, RetryAfter, TelegramError
+from telegram.ext import ApplicationHandlerStop, CallbackContext, ExtBot
+
+from bot.commands import help_reply, lang_reply, mode_reply, why_reply
+from bot.incoming import asker_of, command_argument, is_voice_for_bot, question_text
+from bot.messages import t
+from bot.questions import answer_text, answer_voice
+from bot.services import Asker, Reply, Services, VoiceNote
+
+log = logging.getLogger(__name__)
+
+
+class BotContext(CallbackContext[ExtBot, dict, dict, dict]):
+    """PTB's context with typed access to the :class:`Services` opened in ``post_init``."""
+
+    @property
+    def services(self) -> Services:
+        return self.bot_data["services"]
+
+
+# ------------------------------------------------------------------------------- questions
+
+
+async def on_text(update: Update, context: BotContext) -> None:
+    """A typed question (in groups only when it mentions or replies to the bot)."""
+    message = update.effective_message
+    text = question_text(message, context.bot.username, context.bot.id)
+    if text is None:
+        return
+    asker = asker_of(message)
+    async with chat_action(context, asker.chat_id):
+        reply = await answer_text(context.services, asker, text)
+    await send(context, asker, reply)
+
+
+async def on_voice(update: Update, context: BotContext) -> None:
+    """A voice note or audio file (in groups only as a reply to the bot)."""
+    message = update.effective_message
+    if not is_voice_for_bot(message, context.bot.id):
+        return
+    media = message.voice or message.audio
+    note = VoiceNote(media.file_size, media.duration, fetch=partial(download, media))
+    asker = asker_of(message)
+    async with chat_action(context, asker.chat_id):
+        reply = await answer_voice(context.services, asker, note)
+    await send(context, asker, reply)
+
+
+async def download(media: Voice | Audio) -> bytes:
+    """getFile, then the file's bytes (in memory)."""
+    file = await media.get_file()
+    return bytes(await file.download_as_bytearray())
+
+
+# -------------------------------------------------------------------------------- commands
+
+
+async def on_help(update: Update, context: BotContext) -> None:
+    """/start and /help."""
+    asker = asker_of(update.effective_message)
+    await send(context, asker, await help_reply(context.services, asker))
+
+
+async def on_why(update: Update, context: BotContext) -> None:
+    asker = asker_of(update.effective_message)
+    await send(context, asker, await why_reply(context.services, asker))
+
+
+async def on_lang(update: Update, context: BotContext) -> None:
+    asker = asker_of(update.effective_message)
+    reply = await lang_reply(context.services, asker, command_argument(context.args))
+    await send(context, asker, reply)
+
+
+async def on_mode(update: Update, context: BotContext) -> None:
+    asker = asker_of(update.effective_message)
+    reply = await mode_reply(context.services, asker, command_argument(context.args))
+    await send(context, asker, reply)
+
+
+# ---------------------------------------------------------------------- access and errors
+
+
+async def allow_list_gate(update: Update, context: BotContext) -> None:
+    """Runs before every other handler when ``BOT_ALLOWED_USER_IDS`` is set: updates from other
+    users stop here (in private chats they are told the bot is private)."""
+    user = update.effective_user
+    if user is not None and user.id in context.services.settings.bot.allowed_user_ids:
+        return
+    message = update.effective_message
+    log.warning("not_allowed user_id=%s chat_id=%s", user.id if user else None,
+                message.chat_id if message else None)
+    if message is not None and message.chat.type == ChatType.PRIVATE:
+        lang = asker_of(message).interface_lang or "en"
+        await message.reply_text(escape(t("not_allowed", lang)))
+    raise ApplicationHandlerStop
+
+
+async def on_error(update: object, context: BotContext) -> None:
+    """Log every failure as one line; tell the user when something broke while answering."""
+    error = context.error
+    message = update.effective_message if isinstance(update, Update) else None
+    chat_id = message.chat_id if message else None
+    if isinstance(error, Forbidden):
+        log.warning("telegram.forbidden chat_id=%s detail=%s (blocked by the user or removed "
+                    "from the chat)", chat_id, error.message)
+        return
+    if isinstance(error, Conflict):
+        log.error("telegram.conflict detail=%s: another process is polling with this token or a "
+                  "webhook is set; run exactly one instance", error.message)
+        return
+    if isinstance(error, NetworkError) and update is None:
+        log.warning("telegram.network_error while polling detail=%s", error)
+        return
+    if isinstance(error, RetryAfter):
+        log.warning("telegram.retry_after chat_id=%s retry_after=%s: gave up after "
+                    "TELEGRAM_MAX_RETRIES", chat_id, error.retry_after)
+        return
+    log.error("unhandled_error chat_id=%s update=%s", chat_id, type(update).__name__,
+              exc_info=error)
+    if message is not None:
+        lang = asker_of(message).interface_lang or "en"
+        try:
+            await context.bot.send_message(chat_id, escape(t("error", lang)))
+        except TelegramError as exc:
+            log.warning("error_reply_failed chat_id=%s detail=%s", chat_id, exc)
+
+
+# ---------------------------------------------------------------------------- sending
+
+
+@contextlib.asynccontextmanager
+async def chat_action(context: BotContext, chat_id: int,
+                      action: str = ChatAction.TYPING) -> AsyncIterator[None]:
+    """Show ``action`` in the chat while the block runs, re-sent every
+    ``TELEGRAM_CHAT_ACTION_INTERVAL_S`` seconds (an action lasts about 5 s). Failures to send
+    it are logged and never stop the block."""
+    interval_s = context.services.settings.telegram.chat_action_interval_s
+
+    async def keep_showing() -> None:
+        while True:
+            try:
+                await context.bot.send_chat_action(chat_id, action)
+            except Forbidden:
+                return
+            except TelegramError as exc:
+                log.debug("chat_action_failed chat_id=%s detail=%s", chat_id, exc)
+            await asyncio.sleep(interval_s)
+
+    task = asyncio.create_task(keep_showing())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def send(context: BotContext, asker: Asker, reply: Reply) -> list[Message]:
+    """Send the reply's messages in order, the first quoting the question; record how long
+    sending took (ms) on the decision, if any."""
+    start = time.perf_counter()
+    quote = (ReplyParameters(asker.message_id, allow_sending_without_reply=True)
+             if asker.message_id is not None else None)
+    sent = []
+    for html in reply.messages:
+        sent.append(await context.bot.send_message(asker.chat_id, html, reply_parameters=quote))
+        quote = None
+    reply_ms = (time.perf_counter() - start) * 1000
+    if reply.decision_id is not None:
+        await context.services.db.set_reply_ms(reply.decision_id, reply_ms)
+    log.info("reply chat_id=%d decision_id=%s n_messages=%d reply_ms=%.1f", asker.chat_id,
+             reply.decision_id, len(sent), reply_ms)
+    return sent

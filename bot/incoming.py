@@ -1,0 +1,66 @@
+"""Pure helpers that turn Telegram messages into the plain data the service functions take.
+
+No network and no bot: testable on ``telegram.Message`` objects built by hand.
+"""
+
+from __future__ import annotations
+
+from telegram import Message, MessageEntity
+from telegram.constants import ChatType
+
+from bot.services import Asker
+
+
+def asker_of(message: Message) -> Asker:
+    """Chat, user, message id and the user's interface language of ``message``."""
+    user = message.from_user
+    return Asker(
+        chat_id=message.chat_id,
+        user_id=user.id if user else None,
+        message_id=message.message_id,
+        language_code=user.language_code if user else None,
+    )
+
+
+def is_private(message: Message) -> bool:
+    return message.chat.type == ChatType.PRIVATE
+
+
+def is_reply_to_bot(message: Message, bot_id: int) -> bool:
+    replied = message.reply_to_message
+    return bool(replied and replied.from_user and replied.from_user.id == bot_id)
+
+
+def question_text(message: Message, bot_username: str, bot_id: int) -> str | None:
+    """The question in a text message, or None when the bot should stay silent.
+
+    In private chats every text is a question. In groups (privacy mode) only a message that
+    mentions ``@bot_username`` or replies to the bot is; the mention is removed from the text.
+    """
+    text = message.text or ""
+    if is_private(message) or is_reply_to_bot(message, bot_id):
+        return _without_mention(message, text, bot_username)
+    mention = f"@{bot_username}".lower()
+    mentions = message.parse_entities([MessageEntity.MENTION]).values()
+    if any(m.lower() == mention for m in mentions):
+        return _without_mention(message, text, bot_username)
+    return None
+
+
+def is_voice_for_bot(message: Message, bot_id: int) -> bool:
+    """A voice note is a question in private chats, and in groups only as a reply to the bot
+    (a voice note cannot mention anyone)."""
+    return is_private(message) or is_reply_to_bot(message, bot_id)
+
+
+def command_argument(args: list[str] | None) -> str | None:
+    """The text after a command (PTB's ``context.args``), or None when there is none."""
+    return " ".join(args) if args else None
+
+
+def _without_mention(message: Message, text: str, bot_username: str) -> str:
+    mention = f"@{bot_username}"
+    for value in message.parse_entities([MessageEntity.MENTION]).values():
+        if value.lower() == mention.lower():
+            text = text.replace(value, " ")
+    return " ".join(text.split())

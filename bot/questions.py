@@ -1,0 +1,167 @@
+"""Questions, typed or spoken: rate limit → (voice: size/length checks → download → transcode →
+speech-to-text) → pipeline → record the decision → render. Framework-free service functions
+shared by the Telegram handlers and the console.
+
+Every question that reaches a decision is committed to the database before the reply is built,
+including voice notes refused before the pipeline (too big, unreadable, no speech) and
+speech-to-text failures; their trace starts with the voice stages (``download``, ``transcode``,
+``split``, ``speech_to_text``, each timed), followed by the pipeline's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from html import escape
+
+from bot.audio import (
+    TELEGRAM_DOWNLOAD_LIMIT_BYTES,
+    AudioError,
+    audio_duration_s,
+    split_wav,
+    transcode_to_wav,
+)
+from bot.messages import t
+from bot.render import render_result
+from bot.services import Asker, Reply, Services, VoiceNote, ui_language
+from rag.errors import ServiceError
+from rag.generative import ask_generative
+from rag.language import detect_language
+from rag.stt import Transcript
+from rag.types import Result, Status, Trace
+from storage.db import ChatSettings
+
+log = logging.getLogger(__name__)
+
+
+async def answer_text(services: Services, asker: Asker, text: str) -> Reply:
+    """Answer a typed question in the chat's mode and language, or refuse with score and floor.
+
+    Returns:
+        The rendered answer or refusal (or a "please wait N s" message when rate-limited, which
+        records nothing).
+    """
+    chat = await services.db.get_chat_settings(asker.chat_id)
+    limited = _rate_limited(services, asker, ui_language(chat.lang, asker, detect_language(text)))
+    if limited is not None:
+        return limited
+    result = await _ask(services, text, chat, hint_lang=None)
+    decision_id = await _record(services, asker, "text", result)
+    return Reply(render_result(result, result.lang), decision_id)
+
+
+async def answer_voice(services: Services, asker: Asker, voice: VoiceNote) -> Reply:
+    """Answer a voice note: the reply shows the transcript it answered, then the answer.
+
+    Over-size notes (> 20 MB) and notes longer than ``BOT_MAX_VOICE_S`` are refused before
+    download; notes over Sarvam's 30 s are split and transcribed chunk by chunk. Sarvam's
+    language code becomes the pipeline's ``hint_lang``; a ``/lang`` choice is sent to Sarvam
+    and used as the explicit language.
+    """
+    chat = await services.db.get_chat_settings(asker.chat_id)
+    ui = ui_language(chat.lang, asker)
+    limited = _rate_limited(services, asker, ui)
+    if limited is not None:
+        return limited
+    max_s = services.settings.bot.max_voice_s
+    trace = Trace()
+    too_big_or_long = _check_advertised(voice, max_s)
+    trace.add("voice_checks", "refused" if too_big_or_long else "passed",
+              f"{voice.file_size} bytes, {voice.duration_s} s advertised")
+    if too_big_or_long is not None:
+        key, detail, message_args = too_big_or_long
+        return await _voice_refusal(services, asker, ui, trace, key, detail, **message_args)
+    try:
+        with trace.timed("download") as stage:
+            data = await voice.fetch()
+            stage.detail = f"{len(data)} bytes"
+        with trace.timed("transcode") as stage:
+            wav = await asyncio.to_thread(transcode_to_wav, data)
+            duration_s = audio_duration_s(wav)
+            stage.detail = f"16 kHz mono WAV, {duration_s:.1f} s"
+    except AudioError as exc:
+        return await _voice_refusal(services, asker, ui, trace, "audio_unreadable", str(exc))
+    if duration_s > max_s:
+        return await _voice_refusal(services, asker, ui, trace, "voice_too_long",
+                                    f"{duration_s:.1f} s over {max_s} s", max_s=max_s)
+    with trace.timed("split") as stage:
+        chunks = await asyncio.to_thread(split_wav, wav)
+        stage.decision = f"{len(chunks)} chunk(s)"
+    explicit = None if chat.lang == "auto" else chat.lang
+    try:
+        with trace.timed("speech_to_text") as stage:
+            heard = await services.stt.transcribe_long(chunks, language=explicit)
+            stage.decision = heard.raw_language_code or "no language"
+            stage.detail = f"{len(heard.text)} chars, {heard.n_attempts} attempt(s)"
+    except ServiceError as exc:
+        key = "stt_slow" if exc.reason == "timeout" else "stt_down"
+        return await _voice_refusal(services, asker, ui, trace, key, str(exc), status=Status.ERROR)
+    if not heard.text:
+        return await _voice_refusal(services, asker, ui, trace, "no_speech", "empty transcript",
+                                    transcript=heard)
+    result = await _ask(services, heard.text, chat, hint_lang=heard.language)
+    result.trace.stages[:0] = trace.stages
+    decision_id = await _record(services, asker, "voice", result, heard)
+    return Reply(render_result(result, result.lang, transcript=heard.text), decision_id)
+
+
+def _check_advertised(voice: VoiceNote, max_s: int) -> tuple[str, str, dict] | None:
+    """``(message key, detail, message arguments)`` when the advertised size (bytes) or
+    duration (s) rules the note out before download, else None."""
+    if voice.file_size is not None and voice.file_size > TELEGRAM_DOWNLOAD_LIMIT_BYTES:
+        return ("voice_too_big", f"{voice.file_size} bytes over the 20 MB download limit",
+                {"max_mb": TELEGRAM_DOWNLOAD_LIMIT_BYTES // 2**20})
+    if voice.duration_s is not None and voice.duration_s > max_s:
+        return "voice_too_long", f"{voice.duration_s} s over {max_s} s", {"max_s": max_s}
+    return None
+
+
+async def _ask(services: Services, query: str, chat: ChatSettings,
+               hint_lang: str | None) -> Result:
+    """The pipeline in the chat's mode; CPU-bound work runs in threads, off the event loop."""
+    lang = None if chat.lang == "auto" else chat.lang
+    if chat.mode == "generative":
+        return await ask_generative(services.pipeline, services.llm, query, lang, hint_lang)
+    return await asyncio.to_thread(services.pipeline.ask, query, lang, hint_lang)
+
+
+def _rate_limited(services: Services, asker: Asker, ui: str) -> Reply | None:
+    if asker.user_id is None:
+        return None
+    wait_s = services.limiter.wait_s(asker.user_id, services.clock())
+    if not wait_s:
+        return None
+    log.info("rate_limited chat_id=%d user_id=%d wait_s=%d", asker.chat_id, asker.user_id, wait_s)
+    return Reply([escape(t("rate_limited", ui, seconds=wait_s))])
+
+
+async def _record(services: Services, asker: Asker, source: str, result: Result,
+                  heard: Transcript | None = None) -> int:
+    """Commit the decision (and its refusal row) and log it as one key=value line."""
+    decision_id = await services.db.record_decision(
+        asker.chat_id, asker.message_id, asker.user_id, source, result,
+        transcript=heard.text if heard else None, stt_ms=heard.elapsed_ms if heard else None,
+    )
+    log.info(
+        "decision id=%d chat_id=%d source=%s status=%s lang=%s mode=%s top=%s floor=%s "
+        "n_citations=%d pipeline_ms=%.1f stt_ms=%s",
+        decision_id, asker.chat_id, source, result.status.value, result.lang, result.mode,
+        _fmt(result.top_score), _fmt(result.floor), len(result.citations), result.trace.total_ms,
+        f"{heard.elapsed_ms:.0f}" if heard else "-",
+    )
+    return decision_id
+
+
+async def _voice_refusal(services: Services, asker: Asker, ui: str, trace: Trace, key: str,
+                         detail: str, *, status: Status = Status.REFUSED_BAD_INPUT,
+                         transcript: Transcript | None = None, **message_args: object) -> Reply:
+    """Record a voice note that never reached the pipeline, and word it with message ``key``."""
+    trace.add("voice", key, detail)
+    result = Result(status, transcript.text if transcript else "", ui,
+                    message=f"{key}: {detail}", trace=trace)
+    decision_id = await _record(services, asker, "voice", result, transcript)
+    return Reply([escape(t(key, ui, **message_args))], decision_id)
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"

@@ -1,0 +1,45 @@
+"""Per-user sliding-window rate limit. Pure: time comes in as an argument."""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+
+class RateLimiter:
+    """At most ``max_n`` events per user in any ``window_s`` seconds.
+
+    ``max_n <= 0`` allows everything. State is in memory, one deque of timestamps per user
+    that has an event in the current window.
+    """
+
+    def __init__(self, max_n: int, window_s: float) -> None:
+        self.max_n = max_n
+        self.window_s = window_s
+        self._events: dict[int, deque[float]] = {}
+
+    def wait_s(self, user_id: int, now_s: float) -> int:
+        """Record an event for ``user_id`` at ``now_s`` (monotonic seconds) if allowed.
+
+        Returns:
+            0 when allowed (and recorded); otherwise the whole seconds (≥ 1) until the oldest
+            event in the window expires, and nothing is recorded.
+        """
+        if self.max_n <= 0:
+            return 0
+        events = self._events.setdefault(user_id, deque())
+        while events and events[0] <= now_s - self.window_s:
+            events.popleft()
+        if len(events) >= self.max_n:
+            return max(1, math.ceil(events[0] + self.window_s - now_s))
+        events.append(now_s)
+        self._prune(now_s)
+        return 0
+
+    def _prune(self, now_s: float) -> None:
+        """Forget users whose events all left the window (keeps memory bounded by active users)."""
+        if len(self._events) < 1024:
+            return
+        stale = [u for u, ev in self._events.items() if not ev or ev[-1] <= now_s - self.window_s]
+        for user_id in stale:
+            del self._events[user_id]

@@ -1,0 +1,118 @@
+"""What the bot's service functions need (:class:`Services`) and the plain data they exchange.
+
+The service functions (``bot.questions``, ``bot.commands``) take these, never Telegram objects,
+so the PTB handlers and the console run the same logic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from bot.ratelimit import RateLimiter
+from bot.settings import Settings
+from rag.generative import OpenRouterClient
+from rag.language import normalise_language
+from rag.pipeline import Pipeline
+from rag.stt import SarvamSTT
+from storage.db import Database
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Services:
+    """The bot's long-lived dependencies, opened once (``Services.open``) and closed once.
+
+    ``clock`` returns monotonic seconds (the rate limiter's time source).
+    """
+
+    settings: Settings
+    pipeline: Pipeline
+    db: Database
+    stt: SarvamSTT
+    llm: OpenRouterClient
+    limiter: RateLimiter
+    clock: Callable[[], float] = time.monotonic
+
+    @classmethod
+    async def open(cls, settings: Settings, pipeline: Pipeline | None = None) -> Services:
+        """Open the database and the HTTP clients; load the pipeline (encoder and index, in a
+        thread) unless one is given.
+
+        Raises:
+            RagError: the encoder or index cannot be loaded (message says how to fix it).
+            sqlite3.Error: the database file cannot be opened or migrated.
+        """
+        start = time.perf_counter()
+        if pipeline is None:
+            pipeline = await asyncio.to_thread(Pipeline.from_settings, settings.rag)
+        db = await Database.open(settings.bot.db_path)
+        services = cls(
+            settings=settings,
+            pipeline=pipeline,
+            db=db,
+            stt=SarvamSTT(settings.sarvam),
+            llm=OpenRouterClient(settings.openrouter),
+            limiter=RateLimiter(settings.bot.rate_limit_n, settings.bot.rate_limit_window_s),
+        )
+        log.info("services open encoder=%s index=%s db=%s took_ms=%.0f", pipeline.encoder.name,
+                 settings.rag.index_dir, settings.bot.db_path, (time.perf_counter() - start) * 1e3)
+        return services
+
+    async def close(self) -> None:
+        """Close the HTTP clients and the database (pending writes are already committed)."""
+        await self.stt.aclose()
+        await self.llm.aclose()
+        await self.db.close()
+
+
+@dataclass(frozen=True, slots=True)
+class Asker:
+    """Who asked: ``chat_id`` (where to answer and whose settings apply), ``user_id`` (rate
+    limit), ``message_id`` (what to reply to; None in the console), and ``language_code``, the
+    user's interface language as Telegram reports it (``hi``, ``en-US``; None if unknown)."""
+
+    chat_id: int
+    user_id: int | None = None
+    message_id: int | None = None
+    language_code: str | None = None
+
+    @property
+    def interface_lang(self) -> str | None:
+        """``language_code`` as a corpus language (``en``/``hi``/``gu``/``te``), else None."""
+        try:
+            return normalise_language(self.language_code)
+        except ValueError:
+            return None
+
+
+@dataclass(frozen=True, slots=True)
+class VoiceNote:
+    """A voice note before download: ``file_size`` in bytes and ``duration_s`` in seconds as the
+    sender advertised them (None if not given); ``fetch()`` downloads the encoded audio."""
+
+    file_size: int | None
+    duration_s: float | None
+    fetch: Callable[[], Awaitable[bytes]]
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """What to send back: Telegram HTML messages in order (each ≤ 4096 characters, balanced
+    tags), and the id of the decision recorded for it (None for commands)."""
+
+    messages: list[str] = field(default_factory=list)
+    decision_id: int | None = None
+
+
+def ui_language(chat_lang: str, asker: Asker, fallback: str | None = None) -> str:
+    """Language for messages that are not an answer: the chat's ``/lang`` choice, else
+    ``fallback`` (e.g. the script of what the user typed), else the user's Telegram interface
+    language, else English."""
+    if chat_lang != "auto":
+        return chat_lang
+    return fallback or asker.interface_lang or "en"

@@ -1,0 +1,116 @@
+"""The bot's settings: one typed object built once in ``main()`` from environment variables.
+
+Sections and their prefixes:
+
+- ``VOICE_RAG_*``   core floors, index and encoder (``rag.settings.RagSettings``)
+- ``SARVAM_*``      speech-to-text (``rag.stt.SarvamSettings``)
+- ``OPENROUTER_*``  generative answers (``rag.generative.OpenRouterSettings``)
+- ``TELEGRAM_*``    token, API base URLs, webhook (:class:`TelegramSettings`)
+- ``BOT_*``         storage, limits and access (:class:`BotSettings`)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from rag.generative import OpenRouterSettings
+from rag.settings import DEFAULT_DATA_DIR, RagSettings, settings_from_env
+from rag.stt import SarvamSettings
+
+
+@dataclass(frozen=True, slots=True)
+class TelegramSettings:
+    """How to reach the Bot API; environment variables ``TELEGRAM_<FIELD>``."""
+
+    # From @BotFather. Required to run the bot (not the console).
+    token: str = ""
+    # Bot API base URLs; PTB appends the token. Point them at a local Bot API server or
+    # ``python -m standins.telegram`` (e.g. http://127.0.0.1:8081/bot and .../file/bot).
+    api_base: str = "https://api.telegram.org/bot"
+    file_base: str = "https://api.telegram.org/file/bot"
+    # Long-poll timeout in seconds (Telegram holds getUpdates open this long when idle).
+    poll_timeout_s: int = 10
+    # Webhook mode when set: the public HTTPS URL Telegram posts to (ports 443/80/88/8443).
+    webhook_url: str = ""
+    # Echoed by Telegram in X-Telegram-Bot-Api-Secret-Token; 1-256 of A-Z a-z 0-9 _ -.
+    # Required in webhook mode.
+    webhook_secret: str = ""
+    webhook_listen: str = "0.0.0.0"
+    # Local port the webhook server binds; a PaaS's $PORT is used when this is not set.
+    webhook_port: int = 8443
+    # Retries of a request that got 429 RetryAfter, each after the server's wait (AIORateLimiter).
+    max_retries: int = 3
+    # Messages per second across all chats (Telegram's broadcast limit is about 30/s); 0 = no
+    # client-side cap (benchmarks).
+    overall_max_rate: float = 30.0
+    # Seconds between re-sent chat actions: an action shows for about 5 s (Bot API docs).
+    chat_action_interval_s: float = 4.5
+
+    @property
+    def is_webhook(self) -> bool:
+        return bool(self.webhook_url)
+
+
+@dataclass(frozen=True, slots=True)
+class BotSettings:
+    """Storage, limits and access; environment variables ``BOT_<FIELD>``."""
+
+    # SQLite file of decisions, refusals and chat settings.
+    db_path: Path = DEFAULT_DATA_DIR / "bot.sqlite3"
+    # Per-user rate limit: at most ``rate_limit_n`` questions per ``rate_limit_window_s``
+    # seconds (0 turns it off). 5 per 30 s leaves room for a follow-up but stops floods that
+    # would queue minutes of speech-to-text.
+    rate_limit_n: int = 5
+    rate_limit_window_s: float = 30.0
+    # Comma-separated Telegram user ids allowed to use the bot; empty = everyone.
+    allowed_user_ids: tuple[int, ...] = ()
+    # Longest voice note transcribed, in seconds: longer notes are split into chunks of at most
+    # 29 s (Sarvam's REST limit is 30 s), one request each; 120 s = at most 5 requests.
+    max_voice_s: int = 120
+    # Build the index at start-up when it is missing (minutes on 2 cores) instead of exiting.
+    build_index: bool = False
+
+    @property
+    def is_rate_limited(self) -> bool:
+        return self.rate_limit_n > 0
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything the bot reads from the environment, by section."""
+
+    rag: RagSettings
+    sarvam: SarvamSettings
+    openrouter: OpenRouterSettings
+    telegram: TelegramSettings
+    bot: BotSettings
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Read every section from ``env`` (default ``os.environ``).
+
+        Raises:
+            ValueError: a malformed value (e.g. ``BOT_ALLOWED_USER_IDS=12,abc``).
+        """
+        env = os.environ if env is None else env
+        bot = settings_from_env(BotSettings, env, "BOT_")
+        try:
+            ids = tuple(int(x) for x in bot.allowed_user_ids)
+        except ValueError as exc:
+            raise ValueError(
+                f"BOT_ALLOWED_USER_IDS must be comma-separated integers, got "
+                f"{env.get('BOT_ALLOWED_USER_IDS')!r}"
+            ) from exc
+        telegram = settings_from_env(TelegramSettings, env, "TELEGRAM_")
+        if env.get("PORT") and not env.get("TELEGRAM_WEBHOOK_PORT"):
+            telegram = replace(telegram, webhook_port=int(env["PORT"]))
+        return cls(
+            rag=RagSettings.from_env(env),
+            sarvam=SarvamSettings.from_env(env),
+            openrouter=OpenRouterSettings.from_env(env),
+            telegram=telegram,
+            bot=replace(bot, allowed_user_ids=ids),
+        )

@@ -1,0 +1,60 @@
+"""Start-up checks that fail loudly, with the fix, before the bot talks to Telegram."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from bot.audio import ffmpeg_available
+from bot.settings import Settings
+
+log = logging.getLogger(__name__)
+
+_SECRET_RE = re.compile(r"[A-Za-z0-9_-]{1,256}")
+
+
+class StartupError(RuntimeError):
+    """The bot cannot start; ``str(err)`` says why and how to fix it."""
+
+
+def check_startup(settings: Settings, *, needs_token: bool = True) -> None:
+    """Check the token (unless ``needs_token`` is False, as in the console), the webhook secret,
+    ffmpeg and the index; build the index first when ``BOT_BUILD_INDEX=1`` and it is missing.
+
+    Raises:
+        StartupError: the first problem found.
+    """
+    tg = settings.telegram
+    if needs_token and not tg.token:
+        raise StartupError("TELEGRAM_TOKEN is not set: create a bot with @BotFather and export "
+                           "TELEGRAM_TOKEN=<token> (or try `python -m bot --console`)")
+    if needs_token and tg.is_webhook and not _SECRET_RE.fullmatch(tg.webhook_secret):
+        raise StartupError("TELEGRAM_WEBHOOK_URL is set but TELEGRAM_WEBHOOK_SECRET is missing or "
+                           "invalid: set 1-256 characters of A-Z a-z 0-9 _ -")
+    if not ffmpeg_available():
+        raise StartupError("ffmpeg is not installed, so voice notes cannot be decoded: "
+                           "apt-get install ffmpeg (pip's ffmpeg-python is not ffmpeg)")
+    index_dir = settings.rag.index_dir
+    if not (index_dir / "meta.json").is_file():
+        if not settings.bot.build_index:
+            raise StartupError(f"no index at {index_dir}: build it with `python -m rag "
+                               "build-index` (minutes), set VOICE_RAG_INDEX_DIR to an existing "
+                               "index, or set BOT_BUILD_INDEX=1 to build it at start-up")
+        _build_index(settings)
+    if not settings.sarvam.api_key:
+        log.warning("startup SARVAM_API_KEY is not set: voice notes will be answered with "
+                    "'speech service not available'")
+
+
+def _build_index(settings: Settings) -> None:
+    from rag.cli import resolve_corpus
+    from rag.corpus import read_passages
+    from rag.encoders import load_encoder
+    from rag.index import build_index
+
+    corpus = resolve_corpus(settings.rag)
+    log.warning("startup building index dir=%s corpus=%s (minutes on 2 cores)",
+                settings.rag.index_dir, corpus)
+    meta = build_index(read_passages(corpus), load_encoder(settings.rag.encoder),
+                       settings.rag.index_dir)
+    log.info("startup index built n_passages=%s build_s=%.0f", meta.n_passages, meta.build_s)

@@ -1,0 +1,128 @@
+"""Pure bot helpers: rate limit, who a message is for, settings, start-up checks, console text."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from telegram import Chat, Message, MessageEntity, User
+
+from bot.app import main
+from bot.console import to_plain
+from bot.incoming import asker_of, is_voice_for_bot, question_text
+from bot.ratelimit import RateLimiter
+from bot.services import Asker, ui_language
+from bot.settings import Settings
+from bot.startup import StartupError, check_startup
+
+BOT_ID, BOT_NAME = 999, "voicerag_test_bot"
+
+
+def _message(text: str, chat_type: str = "private", reply_to_bot: bool = False) -> Message:
+    user = User(7, "Asha", is_bot=False, language_code="hi")
+    chat = Chat(-100 if chat_type != "private" else 7, chat_type)
+    entities = []
+    at = text.find(f"@{BOT_NAME}")
+    if at >= 0:
+        entities.append(MessageEntity(MessageEntity.MENTION, at, len(BOT_NAME) + 1))
+    replied = None
+    if reply_to_bot:
+        replied = Message(1, datetime.now(UTC), chat, from_user=User(BOT_ID, "Bot", is_bot=True))
+    return Message(2, datetime.now(UTC), chat, from_user=user, text=text, entities=entities,
+                   reply_to_message=replied)
+
+
+def test_rate_limiter_allows_n_per_window_then_says_how_long_to_wait():
+    limiter = RateLimiter(max_n=2, window_s=30)
+    assert limiter.wait_s(1, 100.0) == 0
+    assert limiter.wait_s(1, 101.0) == 0
+    assert limiter.wait_s(1, 110.2) == 20  # the first event leaves the window at 130.0
+    assert limiter.wait_s(2, 110.2) == 0  # per user
+    assert limiter.wait_s(1, 130.0) == 0
+
+
+def test_rate_limiter_with_zero_limit_allows_everything():
+    limiter = RateLimiter(max_n=0, window_s=30)
+    assert all(limiter.wait_s(1, 1.0) == 0 for _ in range(100))
+
+
+def test_private_text_is_always_a_question():
+    assert question_text(_message("what is rust"), BOT_NAME, BOT_ID) == "what is rust"
+
+
+def test_group_text_without_mention_or_reply_is_ignored():
+    assert question_text(_message("what is rust", "group"), BOT_NAME, BOT_ID) is None
+
+
+def test_group_mention_is_a_question_without_the_mention():
+    text = question_text(_message(f"@{BOT_NAME} what is rust", "supergroup"), BOT_NAME, BOT_ID)
+    assert text == "what is rust"
+
+
+def test_group_reply_to_the_bot_is_a_question():
+    message = _message("and in 2010?", "group", reply_to_bot=True)
+    assert question_text(message, BOT_NAME, BOT_ID) == "and in 2010?"
+    assert is_voice_for_bot(message, BOT_ID)
+    assert not is_voice_for_bot(_message("", "group"), BOT_ID)
+
+
+def test_asker_carries_chat_user_message_and_interface_language():
+    asker = asker_of(_message("hello"))
+    assert (asker.chat_id, asker.user_id, asker.message_id, asker.interface_lang) == (7, 7, 2, "hi")
+
+
+def test_ui_language_prefers_chat_choice_then_script_then_telegram_language():
+    asker = Asker(1, 1, language_code="te-IN")
+    assert ui_language("gu", asker, "hi") == "gu"
+    assert ui_language("auto", asker, "hi") == "hi"
+    assert ui_language("auto", asker) == "te"
+    assert ui_language("auto", Asker(1, 1, language_code="fr")) == "en"
+
+
+def test_settings_read_sections_allow_list_and_paas_port():
+    settings = Settings.from_env({
+        "TELEGRAM_TOKEN": "1:x", "TELEGRAM_API_BASE": "http://127.0.0.1:1/bot", "PORT": "5000",
+        "BOT_ALLOWED_USER_IDS": "12, 34", "BOT_RATE_LIMIT_N": "0", "VOICE_RAG_FLOOR_HI": "0.9",
+        "SARVAM_API_KEY": "k",
+    })
+    assert settings.telegram.api_base == "http://127.0.0.1:1/bot"
+    assert settings.telegram.webhook_port == 5000
+    assert settings.bot.allowed_user_ids == (12, 34)
+    assert not settings.bot.is_rate_limited
+    assert settings.rag.floor_hi == 0.9 and settings.sarvam.api_key == "k"
+
+
+def test_settings_reject_non_numeric_allowed_user_ids():
+    with pytest.raises(ValueError, match="BOT_ALLOWED_USER_IDS"):
+        Settings.from_env({"BOT_ALLOWED_USER_IDS": "12,abc"})
+
+
+def test_startup_fails_without_token(tmp_path: Path):
+    settings = Settings.from_env({"VOICE_RAG_INDEX_DIR": str(tmp_path)})
+    with pytest.raises(StartupError, match="TELEGRAM_TOKEN is not set"):
+        check_startup(settings)
+
+
+def test_startup_fails_without_index_and_names_the_fix(tmp_path: Path):
+    settings = Settings.from_env({"TELEGRAM_TOKEN": "1:x", "VOICE_RAG_INDEX_DIR": str(tmp_path)})
+    with pytest.raises(StartupError, match=r"no index at .*python -m rag build-index"):
+        check_startup(settings)
+
+
+def test_startup_fails_for_webhook_without_secret(tmp_path: Path):
+    settings = Settings.from_env({"TELEGRAM_TOKEN": "1:x", "TELEGRAM_WEBHOOK_URL": "https://x/t"})
+    with pytest.raises(StartupError, match="TELEGRAM_WEBHOOK_SECRET"):
+        check_startup(settings)
+
+
+def test_python_m_bot_exits_2_with_the_reason(monkeypatch, capsys, tmp_path: Path):
+    monkeypatch.delenv("TELEGRAM_TOKEN", raising=False)
+    monkeypatch.setenv("VOICE_RAG_INDEX_DIR", str(tmp_path))
+    assert main([]) == 2
+    assert "TELEGRAM_TOKEN is not set" in capsys.readouterr().err
+
+
+def test_console_shows_html_as_plain_text():
+    assert to_plain("<b>Sources</b>\n1. <code>en-1-0</code> &amp; &lt;x&gt;") == \
+        "Sources\n1. en-1-0 & <x>"
