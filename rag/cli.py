@@ -59,7 +59,7 @@ def format_result(result: Result) -> str:
     lines = []
     if result.is_answered:
         note = " (low confidence)" if result.is_low_confidence else ""
-        lines.append(f"ANSWER [{result.lang}]{note}: {result.answer}")
+        lines.append(f"ANSWER [{result.lang}, {result.mode}]{note}: {result.answer}")
         for c in result.citations:
             lines.append(f"  [{c.passage_id}] ({c.lang}, {c.score:.3f}) {c.excerpt}")
     else:
@@ -84,7 +84,12 @@ def _cmd_build_index(args: argparse.Namespace, settings: RagSettings) -> int:
 
 def _cmd_ask(args: argparse.Namespace, settings: RagSettings) -> int:
     pipeline = Pipeline.from_settings(settings)
-    result = pipeline.ask(args.query, lang=args.lang)
+    if args.generative:
+        from rag.generative import run_generative_cli
+
+        result = run_generative_cli(pipeline, args.query, args.lang)
+    else:
+        result = pipeline.ask(args.query, lang=args.lang)
     if args.json:
         print(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
     else:
@@ -115,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("query")
     p.add_argument("--lang", choices=LANGUAGES, help="explicit language: hard filter")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--generative", action="store_true",
+                   help="generated answer via OpenRouter (OPENROUTER_*), extractive fallback")
     p.set_defaults(func=_cmd_ask)
     p = sub.add_parser("build-model", help="build the offline sentence-transformers folder")
     p.add_argument("--out", help="folder (default ~/.cache/voice-rag/...)")
