@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -55,7 +56,10 @@ def sample_index_dir(sample_passages, encoder) -> Path:
     if not (index_dir / "meta.json").is_file():
         tmp = index_dir.with_name(key + f".tmp{os.getpid()}")
         build_index(sample_passages, encoder, tmp, show_progress=False)
-        tmp.rename(index_dir)
+        try:
+            tmp.rename(index_dir)
+        except OSError:  # another test run finished the same build first
+            shutil.rmtree(tmp)
     return index_dir
 
 
