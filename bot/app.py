@@ -9,8 +9,10 @@ See ``bot.settings`` for every variable.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
+from collections.abc import AsyncIterator
 from functools import partial
 from urllib.parse import urlparse
 
@@ -110,10 +112,27 @@ async def set_commands(app: Application) -> None:
         log.warning("set_my_commands_failed detail=%s", exc)
 
 
-def polling_error_callback(app: Application):
-    """What ``run_polling`` passes to ``Updater.start_polling``: getUpdates failures (409
-    Conflict, network errors) go to the error handler."""
-    return lambda exc: app.create_task(app.process_error(error=exc, update=None))
+@contextlib.asynccontextmanager
+async def polling(app: Application, settings: Settings) -> AsyncIterator[Application]:
+    """Long-poll inside an already running event loop (tests, benchmarks), as ``run_polling``
+    does: initialize, post_init, start, poll (getUpdates failures such as 409 Conflict go to
+    the error handler); on exit stop polling, stop, post_shutdown, shutdown."""
+    await app.initialize()
+    try:
+        await app.post_init(app)
+        await app.start()
+        await app.updater.start_polling(
+            timeout=settings.telegram.poll_timeout_s, allowed_updates=ALLOWED_UPDATES,
+            error_callback=lambda exc: app.create_task(app.process_error(error=exc, update=None)),
+        )
+        yield app
+    finally:
+        if app.updater.running:
+            await app.updater.stop()
+        if app.running:
+            await app.stop()
+        await app.post_shutdown(app)
+        await app.shutdown()
 
 
 def run(app: Application, settings: Settings) -> None:

@@ -56,7 +56,10 @@ async def on_voice(update: Update, context: BotContext) -> None:
     if not is_voice_for_bot(message, context.bot.id):
         return
     media = message.voice or message.audio
-    note = VoiceNote(media.file_size, media.duration, fetch=partial(download, media))
+    # to_dict() gives the duration in seconds as sent; the attribute warns that it becomes a
+    # timedelta in PTB 23.
+    note = VoiceNote(media.file_size, media.to_dict().get("duration"),
+                     fetch=partial(download, media))
     asker = asker_of(message)
     async with chat_action(context, asker.chat_id):
         reply = await answer_voice(context.services, asker, note)
@@ -130,8 +133,8 @@ async def on_error(update: object, context: BotContext) -> None:
         log.warning("telegram.network_error while polling detail=%s", error)
         return
     if isinstance(error, RetryAfter):
-        log.warning("telegram.retry_after chat_id=%s retry_after=%s: gave up after "
-                    "TELEGRAM_MAX_RETRIES", chat_id, error.retry_after)
+        log.warning("telegram.retry_after chat_id=%s detail=%s: gave up after "
+                    "TELEGRAM_MAX_RETRIES", chat_id, error.message)
         return
     log.error("unhandled_error chat_id=%s update=%s", chat_id, type(update).__name__,
               exc_info=error)

@@ -1,0 +1,68 @@
+"""The console chat runs the same service functions as the Telegram handlers, without a token."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterable
+from pathlib import Path
+
+import pytest
+
+from bot.console import CONSOLE_CHAT_ID, chat
+from bot.services import Services
+from bot.settings import BotSettings, Settings, TelegramSettings
+from rag.generative import OpenRouterSettings
+from rag.stt import SarvamSettings
+from standins.sarvam import Reply, SarvamStandin
+from tests.voice_notes import make_voice_note, tools_available
+
+pytestmark = pytest.mark.skipif(not tools_available(), reason="needs espeak-ng and ffmpeg")
+
+ROOT = Path(__file__).resolve().parents[1]
+CUCUMBER_HI = "छोटे खीरे में कैलोरी की मात्रा"
+
+
+async def _lines(items: Iterable[str]) -> AsyncIterator[str]:
+    for item in items:
+        yield item
+
+
+async def test_console_answers_text_voice_why_and_lang(tmp_path, settings, pipeline):
+    note = tmp_path / "question.ogg"
+    note.write_bytes(make_voice_note(CUCUMBER_HI, "hi"))
+    async with SarvamStandin(api_key="k") as sarvam:
+        sarvam.enqueue(Reply(CUCUMBER_HI, language_code="hi-IN"))
+        services = await Services.open(Settings(
+            rag=settings, sarvam=SarvamSettings(api_key="k", base_url=sarvam.base_url),
+            openrouter=OpenRouterSettings(), telegram=TelegramSettings(),
+            bot=BotSettings(db_path=tmp_path / "console.sqlite3"),
+        ), pipeline)
+        out: list[str] = []
+        try:
+            await chat(services, _lines(["How much does an Xbox 360 cost?", "", "/why",
+                                         f"  {note}  ", "/lang te", "/quit", "not read"]),
+                       out.append)
+            stored = await services.db.last_decision(CONSOLE_CHAT_ID)
+        finally:
+            await services.close()
+    assert len(out) == 4
+    assert "Sources" in out[0] and "&amp;" not in out[0]
+    assert out[1].startswith("How I decided the last answer:")
+    assert out[2].startswith(f"आपने कहा: {CUCUMBER_HI}") and "स्रोत" in out[2]
+    assert out[3] == "సమాధాన భాష తెలుగుగా మార్చబడింది."
+    assert stored.source == "voice" and stored.transcript == CUCUMBER_HI
+
+
+def test_python_m_bot_console_needs_no_token(tmp_path, sample_index_dir):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TELEGRAM_", "SARVAM_"))}
+    env |= {"VOICE_RAG_INDEX_DIR": str(sample_index_dir),
+            "BOT_DB_PATH": str(tmp_path / "console.sqlite3")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "bot", "--console"], cwd=ROOT, env=env, timeout=120,
+        input="Who is the Prime Minister of India?\n/why\n", capture_output=True, text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "is below the floor 0.840" in proc.stdout
+    assert "relevance_guard — refused" in proc.stdout

@@ -1,0 +1,99 @@
+"""The real entry point, ``python -m bot``, as a child process polling the fake Bot API server:
+SIGKILL it mid-run, restart it, and check the decision log lost nothing already answered."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sqlite3
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from standins.telegram import FakeTelegram, parse_html
+from storage.db import Database
+from tests.voice_notes import tools_available
+
+pytestmark = pytest.mark.skipif(not tools_available(), reason="needs ffmpeg")
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAT = 77
+QUESTIONS = [
+    "How much does an Xbox 360 cost?",
+    "calories in a small cucumber",
+    "Who is the Prime Minister of India?",
+    "how healthy is cucumber water",
+    "what is the weather in Goa right now",
+]
+READY_TIMEOUT_S = 90  # loading the encoder and index on a busy 2-core machine
+
+
+@contextlib.asynccontextmanager
+async def bot_process(tg: FakeTelegram, env: dict[str, str],
+                      log_path: Path) -> AsyncIterator[asyncio.subprocess.Process]:
+    """``python -m bot`` polling ``tg``; ready once it called deleteWebhook (start_polling)."""
+    n_ready = tg.methods().count("deleteWebhook")
+    with log_path.open("ab") as log:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bot", cwd=ROOT, env=env, stdout=log, stderr=log)
+    try:
+        await tg.wait_for("deleteWebhook", timeout=READY_TIMEOUT_S)
+        assert tg.methods().count("deleteWebhook") == n_ready + 1
+        yield proc
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(proc.wait(), 30)
+
+
+async def reply_to(tg: FakeTelegram, update: dict, timeout: float = 60) -> str:
+    """The displayed text of the bot's reply quoting ``update``'s message."""
+    message_id = update["message"]["message_id"]
+    while True:
+        [call] = await tg.wait_for("sendMessage", timeout=timeout)
+        if call.params["reply_parameters"]["message_id"] == message_id:
+            return parse_html(call.text)
+
+
+async def test_decision_log_survives_sigkill_and_restart(tmp_path, sample_index_dir):
+    db_path = tmp_path / "bot.sqlite3"
+    log_path = tmp_path / "bot.log"
+    async with FakeTelegram() as tg:
+        env = {
+            **os.environ, "PYTHONUNBUFFERED": "1",
+            "TELEGRAM_TOKEN": tg.token, "TELEGRAM_API_BASE": tg.base_url,
+            "TELEGRAM_FILE_BASE": tg.base_file_url, "TELEGRAM_POLL_TIMEOUT_S": "1",
+            "VOICE_RAG_INDEX_DIR": str(sample_index_dir), "BOT_DB_PATH": str(db_path),
+            "BOT_RATE_LIMIT_N": "0", "SARVAM_API_KEY": "unused",
+        }
+        async with bot_process(tg, env, log_path) as proc:
+            for question in QUESTIONS:
+                await tg.push_text(CHAT, question)
+            await tg.wait_for("sendMessage", 2, timeout=60)  # mid-run: more are in flight
+            proc.send_signal(signal.SIGKILL)
+            assert await asyncio.wait_for(proc.wait(), 10) == -signal.SIGKILL
+        answered = {c.params["reply_parameters"]["message_id"]
+                    for c in tg.calls if c.method == "sendMessage"}
+
+        with sqlite3.connect(db_path) as conn:
+            assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+            recorded = {row[0] for row in conn.execute("SELECT message_id FROM decisions")}
+        assert answered <= recorded, "an answered question is missing from the log"
+
+        async with bot_process(tg, env, log_path):
+            why = await reply_to(tg, await tg.push_text(CHAT, "/why"))
+            async with await Database.open(db_path) as db:
+                last = await db.last_decision(CHAT)
+            assert why.startswith("How I decided the last answer:")
+            assert f"Question: {last.result.query}" in why
+            assert "relevance_guard" in why
+
+            answer = await reply_to(tg, await tg.push_text(CHAT, QUESTIONS[0]))
+            assert "Sources" in answer
+        async with await Database.open(db_path) as db:
+            assert await db.count_decisions() == len(recorded) + 1
+    assert b"Traceback" not in log_path.read_bytes()

@@ -1,0 +1,344 @@
+"""The real PTB Application against the fake Bot API server and the Sarvam stand-in, on
+127.0.0.1, answering from the shared-sample index with real OGG/Opus voice notes.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import AsyncIterator
+from dataclasses import replace
+
+import pytest
+
+from bot.app import build_application, polling
+from bot.settings import BotSettings, Settings, TelegramSettings
+from rag.generative import OpenRouterSettings
+from rag.stt import SarvamSettings
+from standins.openai import OpenAIStandin
+from standins.sarvam import Reply, SarvamStandin
+from standins.telegram import Call, FakeTelegram, parse_html
+from storage.db import Database
+from tests.voice_notes import make_long_voice_note, make_voice_note, tools_available
+
+pytestmark = pytest.mark.skipif(not tools_available(), reason="needs espeak-ng and ffmpeg")
+
+CHAT = 4242
+XBOX = "How much does an Xbox 360 cost?"
+PM = "Who is the Prime Minister of India?"
+CUCUMBER_HI = "छोटे खीरे में कैलोरी की मात्रा"
+DEVANAGARI = re.compile(r"[\u0900-\u097F]")
+
+
+@pytest.fixture
+async def tg() -> AsyncIterator[FakeTelegram]:
+    async with FakeTelegram() as fake:
+        yield fake
+
+
+@pytest.fixture
+async def sarvam() -> AsyncIterator[SarvamStandin]:
+    async with SarvamStandin(api_key="test-key") as standin:
+        yield standin
+
+
+@pytest.fixture
+async def llm() -> AsyncIterator[OpenAIStandin]:
+    async with OpenAIStandin(api_key="llm-key") as standin:
+        yield standin
+
+
+@pytest.fixture
+def bot_settings(tmp_path, settings, tg, sarvam, llm) -> Settings:
+    """Settings pointing at the stand-ins; tests ``replace`` sections as they need."""
+    return Settings(
+        rag=settings,
+        sarvam=SarvamSettings(api_key="test-key", base_url=sarvam.base_url, timeout_s=2.0,
+                              max_attempts=2, backoff_base_s=0.01),
+        openrouter=OpenRouterSettings(api_key="llm-key", base_url=llm.base_url),
+        telegram=TelegramSettings(token=tg.token, api_base=tg.base_url, file_base=tg.base_file_url,
+                                  poll_timeout_s=1),
+        bot=BotSettings(db_path=tmp_path / "bot.sqlite3", rate_limit_n=0),
+    )
+
+
+def running(settings: Settings, pipeline):
+    """The Application polling the fake, as ``run_polling`` would run it (post_init included)."""
+    return polling(build_application(settings, pipeline), settings)
+
+
+@pytest.fixture
+async def bot(bot_settings, pipeline):
+    async with running(bot_settings, pipeline) as app:
+        yield app
+
+
+def shown(call: Call) -> str:
+    """The text Telegram would display (the fake already refused invalid HTML)."""
+    return parse_html(call.text)
+
+
+async def replies(tg: FakeTelegram, n: int = 1, timeout: float = 20) -> list[str]:
+    return [shown(c) for c in await tg.wait_for("sendMessage", n, timeout)]
+
+
+async def last_decision(settings: Settings, chat_id: int = CHAT):
+    async with await Database.open(settings.bot.db_path) as db:
+        return await db.last_decision(chat_id)
+
+
+# ------------------------------------------------------------------------------ answers
+
+
+async def test_typed_question_is_answered_with_citations_then_why_shows_the_chain(
+        bot, tg, bot_settings):
+    update = await tg.push_text(CHAT, XBOX)
+    [answer] = await replies(tg)
+    assert "Sources" in answer
+    assert re.search(r"1\. en-\d+-\d+ · English · score 0\.\d{3}", answer)
+    methods = tg.methods()
+    assert methods.index("sendChatAction") < methods.index("sendMessage")
+    [action] = [c for c in tg.calls if c.method == "sendChatAction"][:1]
+    assert action.params["action"] == "typing"
+    [sent] = [c for c in tg.calls if c.method == "sendMessage"]
+    assert sent.params["reply_parameters"]["message_id"] == update["message"]["message_id"]
+
+    await tg.push_text(CHAT, "/why")
+    [why] = await replies(tg)
+    assert f"Question: {XBOX}" in why
+    for stage in ("input_guard", "language", "embed", "search", "relevance_guard", "answer",
+                  "grounding_guard"):
+        assert re.search(rf"^{stage} — .+\(\d+\.\d ms\)$", why, re.MULTILINE), stage
+    assert "relevance_guard — passed" in why
+    stored = await last_decision(bot_settings)
+    assert stored.result.status == "answered" and stored.source == "text"
+    assert stored.reply_ms is not None and stored.reply_ms > 0
+
+
+async def test_off_corpus_question_is_refused_with_score_and_floor(bot, tg, bot_settings):
+    await tg.push_text(CHAT, PM)
+    [refusal] = await replies(tg)
+    assert re.search(r"best match 0\.\d{3} is below the floor 0\.840", refusal)
+    assert "Sources" not in refusal
+    await tg.push_text(CHAT, "/why")
+    [why] = await replies(tg)
+    assert re.search(r"relevance_guard — refused: top 0\.\d{3} < floor 0\.840 \(en\)", why)
+    async with await Database.open(bot_settings.bot.db_path) as db:
+        [row] = await db.refusals(CHAT)
+    assert row.status == "refused-no-match" and row.floor == pytest.approx(0.84)
+
+
+async def test_hindi_voice_note_is_answered_in_devanagari_with_transcript_and_citation(
+        bot, tg, sarvam, bot_settings):
+    sarvam.enqueue(Reply(transcript=CUCUMBER_HI, language_code="hi-IN"))
+    await tg.push_voice(CHAT, make_voice_note(CUCUMBER_HI, "hi"), duration_s=3)
+    [answer] = await replies(tg)
+    assert answer.startswith(f"आपने कहा: {CUCUMBER_HI}")
+    body = answer.split("\n\n")[1]
+    assert DEVANAGARI.search(body), body
+    assert "स्रोत" in answer and re.search(r"hi-\d+-\d+ · हिंदी · स्कोर 0\.\d{3}", answer)
+    [stt] = sarvam.calls
+    assert (stt.form["model"], stt.form["language_code"]) == ("saaras:v3", "unknown")
+    assert (stt.sample_rate_hz, stt.n_channels) == (16_000, 1)
+    assert tg.methods().count("<download>") == 1
+
+    await tg.push_text(CHAT, "/why")
+    [why] = await replies(tg)
+    assert why.startswith("पिछला जवाब कैसे तय हुआ:")
+    for stage in ("voice_checks — passed", "download — ok", "transcode — ok",
+                  "speech_to_text — hi-IN", "language — hi: speech-to-text",
+                  "relevance_guard — passed"):
+        assert stage in why, stage
+    stored = await last_decision(bot_settings)
+    assert stored.source == "voice" and stored.transcript == CUCUMBER_HI and stored.stt_ms > 0
+
+
+async def test_voice_longer_than_30_s_is_split_and_transcribed_in_chunks(bot, tg, sarvam):
+    sarvam.enqueue(Reply("How much does an Xbox"), Reply("360 cost?"))
+    await tg.push_voice(CHAT, make_long_voice_note(45, "en"), duration_s=45)
+    [answer] = await replies(tg)
+    assert answer.startswith(f"You said: {XBOX}") and "Sources" in answer
+    assert len(sarvam.calls) == 2
+    assert all(c.status == 200 and c.duration_s <= 30 for c in sarvam.calls)
+
+
+# ------------------------------------------------------------------------- voice failures
+
+
+async def test_voice_over_20mb_is_refused_before_download(bot, tg, sarvam, bot_settings):
+    await tg.push_voice(CHAT, make_voice_note("hello", "en"), duration_s=2,
+                        file_size=25_000_000)
+    [refusal] = await replies(tg)
+    assert refusal == "This voice note is too large: the limit is 20 MB."
+    assert "getFile" not in tg.methods() and not sarvam.calls
+    stored = await last_decision(bot_settings)
+    assert stored.result.status == "refused-bad-input"
+    assert stored.result.trace.get("voice_checks").decision == "refused"
+
+
+async def test_voice_over_the_length_limit_is_refused_before_download(bot, tg, sarvam):
+    await tg.push_voice(CHAT, make_voice_note("hello", "en"), duration_s=600)
+    [refusal] = await replies(tg)
+    assert refusal == "This voice note is too long: please keep it under 120 seconds."
+    assert "getFile" not in tg.methods() and not sarvam.calls
+
+
+async def test_corrupt_ogg_is_refused_and_logged(bot, tg, sarvam, bot_settings):
+    await tg.push_voice(CHAT, b"OggS" + bytes(range(256)) * 20, duration_s=2)
+    [refusal] = await replies(tg)
+    assert refusal == "I could not read this audio. Please record the voice note again."
+    assert not sarvam.calls
+    await tg.push_text(CHAT, "/why")
+    [why] = await replies(tg)
+    assert "transcode — error: AudioError: could not decode" in why
+    assert "voice — audio_unreadable" in why
+
+
+async def test_empty_transcript_says_no_speech_was_heard(bot, tg, sarvam):
+    sarvam.enqueue(Reply(transcript="", language_code=None))
+    await tg.push_voice(CHAT, make_voice_note("hmm", "en"), duration_s=1)
+    [reply] = await replies(tg)
+    assert reply == "I could not hear any speech in this voice note."
+
+
+async def test_sarvam_500_says_the_speech_service_is_unavailable(bot, tg, sarvam, bot_settings):
+    sarvam.enqueue(Reply.error(500), Reply.error(500))
+    await tg.push_voice(CHAT, make_voice_note("hello there", "en"), duration_s=2)
+    [reply] = await replies(tg)
+    assert reply.startswith("The speech service is not available right now.")
+    assert len(sarvam.calls) == 2  # retried once (max_attempts=2)
+    stored = await last_decision(bot_settings)
+    assert stored.result.status == "error"
+    assert stored.result.trace.get("speech_to_text").decision == "error"
+
+
+async def test_sarvam_timeout_says_the_speech_service_is_slow(tg, sarvam, bot_settings, pipeline):
+    settings = replace(bot_settings, sarvam=replace(bot_settings.sarvam, timeout_s=0.3))
+    sarvam.enqueue(Reply("late", delay_s=2), Reply("late", delay_s=2))
+    async with running(settings, pipeline):
+        await tg.push_voice(CHAT, make_voice_note("hello there", "en"), duration_s=2)
+        [reply] = await replies(tg)
+    assert reply.startswith("The speech service is too slow right now.")
+
+
+async def test_unfetchable_voice_file_gets_the_generic_error_reply(bot, tg, caplog):
+    update = await tg.push_voice(CHAT, make_voice_note("hello", "en"), duration_s=1)
+    update["message"]["voice"]["file_id"] = "MISSING"  # getFile will answer 400
+    await tg.push_update({"message": {**update["message"], "message_id": 999}})
+    [first, second] = await replies(tg, 2)
+    assert "Something went wrong on my side. Please try again." in (first, second)
+    assert "unhandled_error" in caplog.text
+
+
+# ------------------------------------------------------------------------ Telegram limits
+
+
+async def test_reply_over_4096_characters_is_split_into_valid_messages(bot, tg, sarvam):
+    long_transcript = " ".join(f"word{i}" for i in range(800))  # ~5,500 characters
+    sarvam.enqueue(Reply(transcript=long_transcript))
+    await tg.push_voice(CHAT, make_voice_note("long", "en"), duration_s=2)
+    calls = await tg.wait_for("sendMessage", 2)
+    assert all(len(shown(c)) <= 4096 for c in calls)
+    text = " ".join(shown(c) for c in calls)
+    assert "word0 " in text and "word799" in text
+    assert "too long" in text
+
+
+async def test_retry_after_is_honoured(bot, tg):
+    tg.fail_next("sendMessage", 429, retry_after=1)
+    await tg.push_text(CHAT, "/help")
+    refused, delivered = await tg.wait_for("sendMessage", 2)
+    assert delivered.at - refused.at >= 1.0
+    assert "Ask me a question" in shown(delivered)
+
+
+async def test_user_who_blocked_the_bot_is_logged_and_the_bot_keeps_working(bot, tg, caplog):
+    tg.fail_next("sendMessage", 403)
+    await tg.push_text(CHAT, "/help")
+    await tg.wait_for("sendMessage")
+    await tg.push_text(CHAT + 1, "/help")
+    [reply] = await replies(tg)
+    assert "Ask me a question" in reply
+    assert "telegram.forbidden chat_id=4242" in caplog.text
+
+
+async def test_conflict_409_is_logged_clearly_and_polling_continues(bot, tg, caplog):
+    tg.fail_next("getUpdates", 409)
+    with caplog.at_level(logging.ERROR):
+        await tg.push_text(CHAT, "/help")
+        await replies(tg, timeout=15)
+    assert "telegram.conflict" in caplog.text and "run exactly one instance" in caplog.text
+
+
+async def test_commands_are_published_in_four_languages(bot, tg):
+    assert set(tg.commands) == {("default", ""), ("default", "hi"), ("default", "gu"),
+                                ("default", "te")}
+    names = [c["command"] for c in tg.commands[("default", "te")]]
+    assert names == ["start", "help", "why", "lang", "mode"]
+    assert tg.commands[("default", "hi")][2]["description"] == "पिछला जवाब कैसे तय हुआ"
+
+
+# -------------------------------------------------------------------- settings and access
+
+
+async def test_lang_choice_persists_and_forces_the_answer_language(bot, tg, bot_settings):
+    await tg.push_text(CHAT, "/lang hi")
+    [ack] = await replies(tg)
+    assert ack == "जवाब की भाषा हिंदी कर दी गई है।"
+    await tg.push_text(CHAT, XBOX)
+    [answer] = await replies(tg)
+    assert "स्रोत" in answer and re.search(r"hi-\d+-\d+ · हिंदी", answer)
+    stored = await last_decision(bot_settings)
+    assert stored.result.trace.get("language").detail == "explicit"
+    async with await Database.open(bot_settings.bot.db_path) as db:
+        assert (await db.get_chat_settings(CHAT)).lang == "hi"
+
+
+async def test_generative_mode_answers_through_the_llm_with_citations(bot, tg, llm, bot_settings):
+    await tg.push_text(CHAT, "/mode generative")
+    [ack] = await replies(tg)
+    assert ack.startswith("Answer mode set to generative")
+    await tg.push_text(CHAT, XBOX)
+    [answer] = await replies(tg)
+    assert "Sources" in answer
+    assert len(llm.calls) == 1
+    stored = await last_decision(bot_settings)
+    assert stored.result.mode == "generative"
+    assert stored.result.trace.get("generate") is not None
+
+
+async def test_rate_limit_asks_the_user_to_wait(tg, bot_settings, pipeline):
+    settings = replace(bot_settings, bot=replace(bot_settings.bot, rate_limit_n=1,
+                                                 rate_limit_window_s=60))
+    async with running(settings, pipeline):
+        await tg.push_text(CHAT, PM)
+        await replies(tg)
+        await tg.push_text(CHAT, XBOX)
+        [reply] = await replies(tg)
+    assert re.fullmatch(r"Too many messages: please wait (\d+) s\.", reply)
+    assert int(re.search(r"\d+", reply).group()) in range(55, 61)
+
+
+async def test_group_chat_ignores_plain_messages_and_answers_mentions(bot, tg):
+    group = -1001
+    await tg.push_text(group, XBOX, chat_type="supergroup", user_id=7)
+    mention = await tg.push_text(group, f"@voicerag_test_bot {XBOX}", chat_type="supergroup",
+                                 user_id=7)
+    [call] = await tg.wait_for("sendMessage")
+    assert call.params["reply_parameters"]["message_id"] == mention["message"]["message_id"]
+    assert "Sources" in shown(call)
+    await tg.push_text(group, "/help", chat_type="supergroup", user_id=7)
+    await tg.wait_for("sendMessage")
+    assert tg.methods().count("sendMessage") == 2  # the plain message got nothing
+
+
+async def test_allow_list_refuses_other_users(tg, bot_settings, pipeline):
+    settings = replace(bot_settings, bot=replace(bot_settings.bot, allowed_user_ids=(CHAT,)))
+    async with running(settings, pipeline):
+        await tg.push_text(CHAT + 1, XBOX)
+        [refused] = await replies(tg)
+        await tg.push_text(CHAT, "/help")
+        [allowed] = await replies(tg)
+    assert refused == "Sorry, this bot is private."
+    assert "Ask me a question" in allowed
+    assert await last_decision(settings, CHAT + 1) is None
