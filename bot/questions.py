@@ -122,7 +122,9 @@ async def _ask(services: Services, query: str, chat: ChatSettings,
     lang = None if chat.lang == "auto" else chat.lang
     if chat.mode == "generative":
         return await ask_generative(services.pipeline, services.llm, query, lang, hint_lang)
-    return await asyncio.to_thread(services.pipeline.ask, query, lang, hint_lang)
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(services.pipeline_pool, services.pipeline.ask, query, lang,
+                                      hint_lang)
 
 
 def _rate_limited(services: Services, asker: Asker, ui: str) -> Reply | None:

@@ -10,6 +10,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from bot.ratelimit import RateLimiter
@@ -27,7 +28,8 @@ log = logging.getLogger(__name__)
 class Services:
     """The bot's long-lived dependencies, opened once (``Services.open``) and closed once.
 
-    ``clock`` returns monotonic seconds (the rate limiter's time source).
+    ``pipeline_pool`` runs extractive questions off the event loop (``BOT_PIPELINE_THREADS``
+    threads); ``clock`` returns monotonic seconds (the rate limiter's time source).
     """
 
     settings: Settings
@@ -36,12 +38,13 @@ class Services:
     stt: SarvamSTT
     llm: OpenRouterClient
     limiter: RateLimiter
+    pipeline_pool: ThreadPoolExecutor
     clock: Callable[[], float] = time.monotonic
 
     @classmethod
     async def open(cls, settings: Settings, pipeline: Pipeline | None = None) -> Services:
-        """Open the database and the HTTP clients; load the pipeline (encoder and index, in a
-        thread) unless one is given.
+        """Open the database and the HTTP clients; load and warm up the pipeline (encoder and
+        index, in a thread) unless one is given.
 
         Raises:
             RagError: the encoder or index cannot be loaded (message says how to fix it).
@@ -50,6 +53,9 @@ class Services:
         start = time.perf_counter()
         if pipeline is None:
             pipeline = await asyncio.to_thread(Pipeline.from_settings, settings.rag)
+            # The first encode initialises the encoder (seconds on a busy machine): pay it here,
+            # not in the first user's answer.
+            await asyncio.to_thread(pipeline.encode_query, "warm up")
         db = await Database.open(settings.bot.db_path)
         services = cls(
             settings=settings,
@@ -58,13 +64,17 @@ class Services:
             stt=SarvamSTT(settings.sarvam),
             llm=OpenRouterClient(settings.openrouter),
             limiter=RateLimiter(settings.bot.rate_limit_n, settings.bot.rate_limit_window_s),
+            pipeline_pool=ThreadPoolExecutor(settings.bot.pipeline_threads,
+                                             thread_name_prefix="pipeline"),
         )
         log.info("services open encoder=%s index=%s db=%s took_ms=%.0f", pipeline.encoder.name,
                  settings.rag.index_dir, settings.bot.db_path, (time.perf_counter() - start) * 1e3)
         return services
 
     async def close(self) -> None:
-        """Close the HTTP clients and the database (pending writes are already committed)."""
+        """Close the HTTP clients, the pipeline threads and the database (pending writes are
+        already committed)."""
+        self.pipeline_pool.shutdown(wait=True)
         await self.stt.aclose()
         await self.llm.aclose()
         await self.db.close()

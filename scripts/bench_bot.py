@@ -1,0 +1,223 @@
+"""How much the Telegram layer adds over the core pipeline, and whether it stalls the event loop.
+
+The real Application (in this process) polls the fake Bot API server (``python -m
+standins.telegram``, its own process) on 127.0.0.1 and answers typed questions from the shared
+sample with the configured index; a worker thread plays the users through the fake's control
+API, so the event loop measured is the bot's.
+
+- Phase 1, one chat, one question at a time: reply latency (push → sendMessage received) minus
+  the pipeline's own ``trace.total_ms``: the bot's overhead (target ≤ 20 ms at P50).
+- Phase 2, ``--chats`` chats asking at once, ``--rounds`` rounds: throughput, latency and
+  latency beyond the core (which now includes waiting for a free pipeline thread).
+- Throughout: the worst event-loop stall, from a ticker task that sleeps 2 ms and measures how
+  late it wakes (target: none over 50 ms).
+
+    python scripts/bench_bot.py                         # index: VOICE_RAG_INDEX_DIR
+    python scripts/bench_bot.py --chats 50 --rounds 4 --sequential 40
+
+Prints numbers; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import socket
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+
+from bot.app import build_application, polling  # noqa: E402
+from bot.settings import Settings, TelegramSettings  # noqa: E402
+from rag.pipeline import Pipeline  # noqa: E402
+from rag.settings import SHARED_SAMPLE  # noqa: E402
+from standins.telegram import DEFAULT_TOKEN  # noqa: E402
+
+TICK_S = 0.002
+
+
+class StallMeter:
+    """A task that sleeps ``TICK_S`` in a loop; ``worst_ms`` is the latest wake-up seen."""
+
+    def __init__(self) -> None:
+        self.lateness_ms: list[float] = []
+        self._task: asyncio.Task | None = None
+
+    async def _tick(self) -> None:
+        while True:
+            start = time.perf_counter()
+            await asyncio.sleep(TICK_S)
+            self.lateness_ms.append((time.perf_counter() - start - TICK_S) * 1000)
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._tick())
+
+    async def stop(self) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        try:
+            await self._task
+        except asyncio.CancelledError:
+            pass
+
+    @property
+    def worst_ms(self) -> float:
+        return max(self.lateness_ms, default=0.0)
+
+
+def questions(n: int) -> list[str]:
+    """``n`` query texts from the shared sample, all four languages interleaved."""
+    rows = [json.loads(line) for line in
+            (SHARED_SAMPLE.parent / "queries.jsonl").read_text("utf-8").splitlines() if line]
+    by_lang: dict[str, list[str]] = {}
+    for row in rows:
+        by_lang.setdefault(row["lang"], []).append(row["text"])
+    mixed = [q for group in zip(*by_lang.values(), strict=False) for q in group]
+    return (mixed * (n // len(mixed) + 1))[:n]
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+def report(name: str, latencies_ms: list[float], overheads_ms: list[float]) -> None:
+    print(f"{name}: n={len(latencies_ms)} latency P50 {pct(latencies_ms, 50):.1f} ms "
+          f"P95 {pct(latencies_ms, 95):.1f} ms | beyond core P50 {pct(overheads_ms, 50):.1f} ms "
+          f"P95 {pct(overheads_ms, 95):.1f} ms mean {statistics.fmean(overheads_ms):.1f} ms")
+
+
+class Driver:
+    """Plays the users through the fake server's control API, from a worker thread (plain
+    blocking HTTP), so the bot's event loop only runs the bot."""
+
+    def __init__(self, url: str) -> None:
+        self.client = httpx.Client(base_url=url, timeout=600)
+        self.sent_at: dict[tuple[int, int], float] = {}
+
+    def ask_round(self, chats: list[int], texts: list[str]) -> None:
+        """One question per chat, all at once; returns when every reply has arrived."""
+        for chat_id, text in zip(chats, texts, strict=True):
+            sent_at_s = time.perf_counter()
+            response = self.client.post("/_control/push_text",
+                                        json={"chat_id": chat_id, "text": text})
+            message_id = response.raise_for_status().json()["message"]["message_id"]
+            self.sent_at[(chat_id, message_id)] = sent_at_s
+        self.client.get("/_control/wait", params={"method": "sendMessage", "n": len(chats),
+                                                   "timeout": 600}).raise_for_status()
+
+    def measure(self, db_path: Path, keys: set[tuple[int, int]]) -> tuple[list[float], list[float]]:
+        """(latency ms, latency minus trace.total_ms) of the questions in ``keys``.
+
+        Reply times are the fake server's ``perf_counter`` (CLOCK_MONOTONIC, shared by all
+        processes on Linux)."""
+        with sqlite3.connect(db_path) as conn:
+            core_ms = {(c, m): t for c, m, t in
+                       conn.execute("SELECT chat_id, message_id, total_ms FROM decisions")}
+        calls = self.client.get("/_control/calls", params={"method": "sendMessage"}).json()
+        latencies, overheads = [], []
+        for call in calls:
+            params = call["params"]
+            key = (int(params["chat_id"]), int(params["reply_parameters"]["message_id"]))
+            if key in keys and key in core_ms:
+                latency_ms = (call["at"] - self.sent_at[key]) * 1000
+                latencies.append(latency_ms)
+                overheads.append(latency_ms - core_ms[key])
+        return latencies, overheads
+
+
+@contextlib.contextmanager
+def fake_telegram_process() -> Iterator[str]:
+    """``python -m standins.telegram`` on a free port; yields its URL."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "standins.telegram", "--port", str(port)],
+                            cwd=ROOT, stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
+            if time.monotonic() > deadline:
+                raise TimeoutError("fake Telegram server did not start in 20 s")
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+async def run(args: argparse.Namespace) -> None:
+    base = Settings.from_env()
+    print(f"loading pipeline: encoder={base.rag.encoder} index={base.rag.index_dir}", flush=True)
+    pipeline = await asyncio.to_thread(Pipeline.from_settings, base.rag)
+    pipeline.ask("warm up")
+    work = Path(tempfile.mkdtemp(prefix="voice-rag-bench-"))
+    with fake_telegram_process() as url:
+        settings = replace(
+            base,
+            telegram=TelegramSettings(token=DEFAULT_TOKEN, api_base=f"{url}/bot",
+                                      file_base=f"{url}/file/bot", poll_timeout_s=1,
+                                      overall_max_rate=0),
+            bot=replace(base.bot, db_path=work / "bench.sqlite3", rate_limit_n=0),
+        )
+        driver = Driver(url)
+        meter = StallMeter()
+        async with polling(build_application(settings, pipeline), settings):
+            meter.start()
+            for text in questions(args.sequential):
+                await asyncio.to_thread(driver.ask_round, [1], [text])
+            sequential = set(driver.sent_at)
+            seq_stall_ms = meter.worst_ms
+
+            chats = list(range(1000, 1000 + args.chats))
+            texts = questions(args.chats * args.rounds)
+            start = time.perf_counter()
+            for r in range(args.rounds):
+                await asyncio.to_thread(driver.ask_round, chats,
+                                        texts[r * args.chats:(r + 1) * args.chats])
+            elapsed_s = time.perf_counter() - start
+            await meter.stop()
+        seq = driver.measure(settings.bot.db_path, sequential)
+        con = driver.measure(settings.bot.db_path, set(driver.sent_at) - sequential)
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} (stalls include "
+          f"time the OS gave other processes); fake Telegram in its own process; no client-side "
+          f"send cap; {settings.bot.pipeline_threads} pipeline thread(s)")
+    report("phase 1, one chat sequential", *seq)
+    report(f"phase 2, {args.chats} chats x {args.rounds} rounds", *con)
+    print(f"phase 2 throughput: {len(con[0]) / elapsed_s:.1f} answers/s "
+          f"({len(con[0])} in {elapsed_s:.1f} s)")
+    print(f"event loop: worst stall {meter.worst_ms:.1f} ms overall "
+          f"({seq_stall_ms:.1f} ms in phase 1), P99 lateness "
+          f"{pct(meter.lateness_ms, 99):.1f} ms, {sum(x > 50 for x in meter.lateness_ms)} of "
+          f"{len(meter.lateness_ms)} ticks of {TICK_S * 1000:.0f} ms late by > 50 ms")
+    print(f"targets: beyond-core P50 <= 20 ms (phase 1): {pct(seq[1], 50):.1f} ms; "
+          f"no stall > 50 ms: {meter.worst_ms:.1f} ms")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chats", type=int, default=50, help="concurrent chats in phase 2")
+    parser.add_argument("--rounds", type=int, default=4, help="questions per chat in phase 2")
+    parser.add_argument("--sequential", type=int, default=40, help="questions in phase 1")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    asyncio.run(run(args))
+
+
+if __name__ == "__main__":
+    main()
