@@ -7,11 +7,13 @@ import asyncio
 import contextlib
 import os
 import signal
+import socket
 import sqlite3
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from standins.telegram import FakeTelegram, parse_html
@@ -33,21 +35,33 @@ READY_TIMEOUT_S = 90  # loading the encoder and index on a busy 2-core machine
 
 
 @contextlib.asynccontextmanager
-async def bot_process(tg: FakeTelegram, env: dict[str, str],
-                      log_path: Path) -> AsyncIterator[asyncio.subprocess.Process]:
-    """``python -m bot`` polling ``tg``; ready once it called deleteWebhook (start_polling)."""
-    n_ready = tg.methods().count("deleteWebhook")
+async def bot_process(tg: FakeTelegram, env: dict[str, str], log_path: Path,
+                      ready_method: str = "deleteWebhook"
+                      ) -> AsyncIterator[asyncio.subprocess.Process]:
+    """``python -m bot`` talking to ``tg``; ready once it called ``ready_method``
+    (deleteWebhook: polling started; setWebhook: webhook set)."""
+    n_ready = tg.methods().count(ready_method)
     with log_path.open("ab") as log:
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "bot", cwd=ROOT, env=env, stdout=log, stderr=log)
     try:
-        await tg.wait_for("deleteWebhook", timeout=READY_TIMEOUT_S)
-        assert tg.methods().count("deleteWebhook") == n_ready + 1
+        await tg.wait_for(ready_method, timeout=READY_TIMEOUT_S)
+        assert tg.methods().count(ready_method) == n_ready + 1
         yield proc
     finally:
         if proc.returncode is None:
             proc.send_signal(signal.SIGTERM)
             await asyncio.wait_for(proc.wait(), 30)
+
+
+def bot_env(tg: FakeTelegram, index_dir: Path, db_path: Path) -> dict[str, str]:
+    return {
+        **os.environ, "PYTHONUNBUFFERED": "1",
+        "TELEGRAM_TOKEN": tg.token, "TELEGRAM_API_BASE": tg.base_url,
+        "TELEGRAM_FILE_BASE": tg.base_file_url, "TELEGRAM_POLL_TIMEOUT_S": "1",
+        "VOICE_RAG_INDEX_DIR": str(index_dir), "BOT_DB_PATH": str(db_path),
+        "BOT_RATE_LIMIT_N": "0", "SARVAM_API_KEY": "unused",
+    }
 
 
 async def reply_to(tg: FakeTelegram, update: dict, timeout: float = 60) -> str:
@@ -63,13 +77,7 @@ async def test_decision_log_survives_sigkill_and_restart(tmp_path, sample_index_
     db_path = tmp_path / "bot.sqlite3"
     log_path = tmp_path / "bot.log"
     async with FakeTelegram() as tg:
-        env = {
-            **os.environ, "PYTHONUNBUFFERED": "1",
-            "TELEGRAM_TOKEN": tg.token, "TELEGRAM_API_BASE": tg.base_url,
-            "TELEGRAM_FILE_BASE": tg.base_file_url, "TELEGRAM_POLL_TIMEOUT_S": "1",
-            "VOICE_RAG_INDEX_DIR": str(sample_index_dir), "BOT_DB_PATH": str(db_path),
-            "BOT_RATE_LIMIT_N": "0", "SARVAM_API_KEY": "unused",
-        }
+        env = bot_env(tg, sample_index_dir, db_path)
         async with bot_process(tg, env, log_path) as proc:
             for question in QUESTIONS:
                 await tg.push_text(CHAT, question)
@@ -97,3 +105,28 @@ async def test_decision_log_survives_sigkill_and_restart(tmp_path, sample_index_
         async with await Database.open(db_path) as db:
             assert await db.count_decisions() == len(recorded) + 1
     assert b"Traceback" not in log_path.read_bytes()
+
+
+async def test_webhook_mode_sets_a_secret_and_answers_updates(tmp_path, sample_index_dir):
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/telegram"
+    async with FakeTelegram() as tg:
+        env = bot_env(tg, sample_index_dir, tmp_path / "bot.sqlite3") | {
+            "TELEGRAM_WEBHOOK_URL": url, "TELEGRAM_WEBHOOK_SECRET": "s3cret-Token_1",
+            "TELEGRAM_WEBHOOK_LISTEN": "127.0.0.1", "TELEGRAM_WEBHOOK_PORT": str(port),
+        }
+        async with bot_process(tg, env, tmp_path / "bot.log", ready_method="setWebhook"):
+            assert tg.webhook["url"] == url and tg.webhook["secret_token"] == "s3cret-Token_1"
+            help_text = await reply_to(tg, await tg.push_text(CHAT, "/help"))
+            assert "Ask me a question" in help_text
+            async with httpx.AsyncClient() as client:
+                forged = await client.post(url, json={"update_id": 1},
+                                           headers={"X-Telegram-Bot-Api-Secret-Token": "no"})
+            assert forged.status_code == 403
+        assert not tg.polls  # never long-polled
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import AsyncIterator
@@ -153,6 +154,36 @@ async def test_hindi_voice_note_is_answered_in_devanagari_with_transcript_and_ci
     assert stored.source == "voice" and stored.transcript == CUCUMBER_HI and stored.stt_ms > 0
 
 
+@pytest.mark.parametrize(("lang", "question", "code", "script", "sources"), [
+    ("gu", "શું તબીબી મારિજુઆના મદદ કરે છે?", "gu-IN", r"[\u0A80-\u0AFF]", "સ્રોતો"),
+    ("te", "కాలుష్యం మానవ జనాభాను ఎలా పెంచుతుంది", "te-IN", r"[\u0C00-\u0C7F]", "మూలాలు"),
+])
+async def test_gujarati_and_telugu_voice_notes_are_answered_in_their_script(
+        bot, tg, sarvam, lang, question, code, script, sources):
+    sarvam.enqueue(Reply(transcript=question, language_code=code))
+    await tg.push_voice(CHAT, make_voice_note(question, lang), duration_s=3)
+    [answer] = await replies(tg)
+    body = answer.split("\n\n")[1]
+    assert re.search(script, body), body
+    assert sources in answer and re.search(rf"{lang}-\d+-\d+ · ", answer)
+
+
+async def test_chat_action_is_refreshed_while_the_answer_takes_long(tg, sarvam, bot_settings,
+                                                                     pipeline):
+    settings = replace(bot_settings,
+                       telegram=replace(bot_settings.telegram, chat_action_interval_s=0.1))
+    sarvam.enqueue(Reply(XBOX, delay_s=0.6))
+    async with running(settings, pipeline):
+        await tg.push_voice(CHAT, make_voice_note("xbox", "en"), duration_s=2)
+        await replies(tg)
+    actions = [c for c in tg.calls if c.method == "sendChatAction"]
+    assert len(actions) >= 4
+    assert all(c.params["action"] == "typing" for c in actions)
+    n_calls = len(tg.calls)
+    await asyncio.sleep(0.3)
+    assert len(tg.calls) == n_calls  # stopped once the reply was sent
+
+
 async def test_voice_longer_than_30_s_is_split_and_transcribed_in_chunks(bot, tg, sarvam):
     sarvam.enqueue(Reply("How much does an Xbox"), Reply("360 cost?"))
     await tg.push_voice(CHAT, make_long_voice_note(45, "en"), duration_s=45)
@@ -183,14 +214,16 @@ async def test_voice_over_the_length_limit_is_refused_before_download(bot, tg, s
     assert "getFile" not in tg.methods() and not sarvam.calls
 
 
-async def test_corrupt_ogg_is_refused_and_logged(bot, tg, sarvam, bot_settings):
-    await tg.push_voice(CHAT, b"OggS" + bytes(range(256)) * 20, duration_s=2)
+@pytest.mark.parametrize("audio", [b"OggS" + bytes(range(256)) * 20, b""],
+                         ids=["corrupt", "empty"])
+async def test_corrupt_or_empty_ogg_is_refused_and_logged(bot, tg, sarvam, audio):
+    await tg.push_voice(CHAT, audio, duration_s=2)
     [refusal] = await replies(tg)
     assert refusal == "I could not read this audio. Please record the voice note again."
     assert not sarvam.calls
     await tg.push_text(CHAT, "/why")
     [why] = await replies(tg)
-    assert "transcode — error: AudioError: could not decode" in why
+    assert re.search(r"(transcode|download) — error: AudioError: (could not decode|empty)", why)
     assert "voice — audio_unreadable" in why
 
 
