@@ -63,14 +63,41 @@ async def answer_voice(services: Services, asker: Asker, voice: VoiceNote) -> Re
     limited = _rate_limited(services, asker, ui)
     if limited is not None:
         return limited
-    max_s = services.settings.bot.max_voice_s
     trace = Trace()
-    too_big_or_long = _check_advertised(voice, max_s)
-    trace.add("voice_checks", "refused" if too_big_or_long else "passed",
+    try:
+        heard = await _transcribe(services, voice, chat, trace)
+    except _VoiceRefused as refused:
+        return await _voice_refusal(services, asker, ui, trace, refused)
+    result = await _ask(services, heard.text, chat, hint_lang=heard.language)
+    result.trace.stages[:0] = trace.stages
+    decision_id = await _record(services, asker, "voice", result, heard)
+    return Reply(render_result(result, result.lang, transcript=heard.text), decision_id)
+
+
+class _VoiceRefused(Exception):
+    """A voice note that cannot reach the pipeline: ``key`` names the user message (formatted
+    with ``message_args``), ``detail`` goes to the log and the trace."""
+
+    def __init__(self, key: str, detail: str, *, status: Status = Status.REFUSED_BAD_INPUT,
+                 heard: Transcript | None = None, **message_args: object) -> None:
+        super().__init__(f"{key}: {detail}")
+        self.key, self.detail, self.status, self.heard = key, detail, status, heard
+        self.message_args = message_args
+
+
+async def _transcribe(services: Services, voice: VoiceNote, chat: ChatSettings,
+                      trace: Trace) -> Transcript:
+    """Checks, download, transcode (thread), split (thread), speech-to-text; each a stage.
+
+    Raises:
+        _VoiceRefused: too big or long, unreadable audio, speech-to-text failure, no speech.
+    """
+    max_s = services.settings.bot.max_voice_s
+    refused = _advertised_refusal(voice, max_s)
+    trace.add("voice_checks", "refused" if refused else "passed",
               f"{voice.file_size} bytes, {voice.duration_s} s advertised")
-    if too_big_or_long is not None:
-        key, detail, message_args = too_big_or_long
-        return await _voice_refusal(services, asker, ui, trace, key, detail, **message_args)
+    if refused is not None:
+        raise refused
     try:
         with trace.timed("download") as stage:
             data = await voice.fetch()
@@ -80,39 +107,35 @@ async def answer_voice(services: Services, asker: Asker, voice: VoiceNote) -> Re
             duration_s = audio_duration_s(wav)
             stage.detail = f"16 kHz mono WAV, {duration_s:.1f} s"
     except AudioError as exc:
-        return await _voice_refusal(services, asker, ui, trace, "audio_unreadable", str(exc))
+        raise _VoiceRefused("audio_unreadable", str(exc)) from exc
     if duration_s > max_s:
-        return await _voice_refusal(services, asker, ui, trace, "voice_too_long",
-                                    f"{duration_s:.1f} s over {max_s} s", max_s=max_s)
+        raise _VoiceRefused("voice_too_long", f"{duration_s:.1f} s over {max_s} s", max_s=max_s)
     with trace.timed("split") as stage:
         chunks = await asyncio.to_thread(split_wav, wav)
         stage.decision = f"{len(chunks)} chunk(s)"
-    explicit = None if chat.lang == "auto" else chat.lang
     try:
         with trace.timed("speech_to_text") as stage:
+            explicit = None if chat.lang == "auto" else chat.lang
             heard = await services.stt.transcribe_long(chunks, language=explicit)
             stage.decision = heard.raw_language_code or "no language"
             stage.detail = f"{len(heard.text)} chars, {heard.n_attempts} attempt(s)"
     except ServiceError as exc:
         key = "stt_slow" if exc.reason == "timeout" else "stt_down"
-        return await _voice_refusal(services, asker, ui, trace, key, str(exc), status=Status.ERROR)
+        raise _VoiceRefused(key, str(exc), status=Status.ERROR) from exc
     if not heard.text:
-        return await _voice_refusal(services, asker, ui, trace, "no_speech", "empty transcript",
-                                    transcript=heard)
-    result = await _ask(services, heard.text, chat, hint_lang=heard.language)
-    result.trace.stages[:0] = trace.stages
-    decision_id = await _record(services, asker, "voice", result, heard)
-    return Reply(render_result(result, result.lang, transcript=heard.text), decision_id)
+        raise _VoiceRefused("no_speech", "empty transcript", heard=heard)
+    return heard
 
 
-def _check_advertised(voice: VoiceNote, max_s: int) -> tuple[str, str, dict] | None:
-    """``(message key, detail, message arguments)`` when the advertised size (bytes) or
-    duration (s) rules the note out before download, else None."""
+def _advertised_refusal(voice: VoiceNote, max_s: int) -> _VoiceRefused | None:
+    """The refusal when the advertised size (bytes) or duration (s) rules the note out before
+    download, else None."""
     if voice.file_size is not None and voice.file_size > TELEGRAM_DOWNLOAD_LIMIT_BYTES:
-        return ("voice_too_big", f"{voice.file_size} bytes over the 20 MB download limit",
-                {"max_mb": TELEGRAM_DOWNLOAD_LIMIT_BYTES // 2**20})
+        return _VoiceRefused("voice_too_big", f"{voice.file_size} bytes over the 20 MB limit",
+                             max_mb=TELEGRAM_DOWNLOAD_LIMIT_BYTES // 2**20)
     if voice.duration_s is not None and voice.duration_s > max_s:
-        return "voice_too_long", f"{voice.duration_s} s over {max_s} s", {"max_s": max_s}
+        return _VoiceRefused("voice_too_long", f"{voice.duration_s} s over {max_s} s",
+                             max_s=max_s)
     return None
 
 
@@ -154,15 +177,15 @@ async def _record(services: Services, asker: Asker, source: str, result: Result,
     return decision_id
 
 
-async def _voice_refusal(services: Services, asker: Asker, ui: str, trace: Trace, key: str,
-                         detail: str, *, status: Status = Status.REFUSED_BAD_INPUT,
-                         transcript: Transcript | None = None, **message_args: object) -> Reply:
-    """Record a voice note that never reached the pipeline, and word it with message ``key``."""
-    trace.add("voice", key, detail)
-    result = Result(status, transcript.text if transcript else "", ui,
-                    message=f"{key}: {detail}", trace=trace)
-    decision_id = await _record(services, asker, "voice", result, transcript)
-    return Reply([escape(t(key, ui, **message_args))], decision_id)
+async def _voice_refusal(services: Services, asker: Asker, ui: str, trace: Trace,
+                         refused: _VoiceRefused) -> Reply:
+    """Record a voice note that never reached the pipeline, and word it for the user."""
+    trace.add("voice", refused.key, refused.detail)
+    heard = refused.heard
+    result = Result(refused.status, heard.text if heard else "", ui, message=str(refused),
+                    trace=trace)
+    decision_id = await _record(services, asker, "voice", result, heard)
+    return Reply([escape(t(refused.key, ui, **refused.message_args))], decision_id)
 
 
 def _fmt(value: float | None) -> str:
