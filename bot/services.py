@@ -43,8 +43,8 @@ class Services:
 
     @classmethod
     async def open(cls, settings: Settings, pipeline: Pipeline | None = None) -> Services:
-        """Open the database and the HTTP clients; load and warm up the pipeline (encoder and
-        index, in a thread) unless one is given.
+        """Open the database and the HTTP clients; load the pipeline (encoder and index, warmed
+        up, in a thread) unless one is given.
 
         Raises:
             RagError: the encoder or index cannot be loaded (message says how to fix it).
@@ -52,10 +52,7 @@ class Services:
         """
         start = time.perf_counter()
         if pipeline is None:
-            pipeline = await asyncio.to_thread(Pipeline.from_settings, settings.rag)
-            # The first encode initialises the encoder (seconds on a busy machine): pay it here,
-            # not in the first user's answer.
-            await asyncio.to_thread(pipeline.encode_query, "warm up")
+            pipeline = await asyncio.to_thread(Pipeline.from_settings, settings.rag)  # warms up
         db = await Database.open(settings.bot.db_path)
         services = cls(
             settings=settings,

@@ -165,7 +165,6 @@ async def run(args: argparse.Namespace) -> None:
     base = Settings.from_env()
     print(f"loading pipeline: encoder={base.rag.encoder} index={base.rag.index_dir}", flush=True)
     pipeline = await asyncio.to_thread(Pipeline.from_settings, base.rag)
-    pipeline.ask("warm up")
     work = Path(tempfile.mkdtemp(prefix="voice-rag-bench-"))
     with fake_telegram_process() as url:
         settings = replace(
