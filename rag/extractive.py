@@ -1,8 +1,7 @@
 """Extractive answers: the best-supported sentence of the top passage, in the user's script.
 
-A sentence's support is how many of the query's content tokens it contains (a token matches a
-word that starts with it or that it starts with, over at least 4 characters, so "costs" and
-"cost" or "कीमतें" and "कीमत" match). Ties go to the earlier sentence. A sentence shorter than
+A sentence's support is the share of the query's content tokens it contains
+(:func:`rag.text.coverage`, which matches "cost" with "costs" and "कीमत" with "कीमतें"). Ties go to the earlier sentence. A sentence shorter than
 ``MIN_ANSWER_CHARS`` is joined with the next one, so a bare heading is never the whole answer.
 """
 
@@ -10,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rag.text import content_tokens, split_sentences, tokenize
+from rag.text import content_tokens, coverage, split_sentences
 from rag.types import Hit, Passage
 
 MIN_ANSWER_CHARS = 60
@@ -26,27 +25,15 @@ class ExtractiveAnswer:
     support: float
 
 
-def _matches(query_token: str, words: set[str]) -> bool:
-    if query_token in words:
-        return True
-    if len(query_token) < 4:
-        return False
-    return any(
-        len(w) >= 4 and (w.startswith(query_token) or query_token.startswith(w)) for w in words
-    )
-
-
 def best_sentence(query: str, passage: Passage, lang: str | None = None) -> tuple[str, float]:
     """The passage's best-supported sentence (joined with the next when short) and its support."""
     sentences = split_sentences(passage.text) or [passage.text]
     query_tokens = set(content_tokens(query, lang))
     best_i, best_support = 0, 0.0
-    if query_tokens:
-        for i, sentence in enumerate(sentences):
-            words = set(tokenize(sentence))
-            support = sum(_matches(t, words) for t in query_tokens) / len(query_tokens)
-            if support > best_support:
-                best_i, best_support = i, support
+    for i, sentence in enumerate(sentences):
+        support = coverage(query_tokens, sentence)
+        if support > best_support:
+            best_i, best_support = i, support
     text = sentences[best_i]
     if len(text) < MIN_ANSWER_CHARS and best_i + 1 < len(sentences):
         text = f"{text} {sentences[best_i + 1]}"

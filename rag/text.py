@@ -55,3 +55,23 @@ def content_tokens(text: str, lang: str | None = None) -> list[str]:
 def split_sentences(text: str) -> list[str]:
     """Split on sentence-final punctuation including the danda; drops empty pieces."""
     return [s.strip() for s in _SENTENCE_END.split(text.strip()) if s and s.strip()]
+
+
+def token_matches(query_token: str, words: set[str]) -> bool:
+    """``query_token`` is in ``words``, or (4+ characters) one starts with the other, so "cost" and
+    "costs" or "कीमत" and "कीमतें" match."""
+    if query_token in words:
+        return True
+    if len(query_token) < 4:
+        return False
+    return any(
+        len(w) >= 4 and (w.startswith(query_token) or query_token.startswith(w)) for w in words
+    )
+
+
+def coverage(query_tokens: set[str], text: str) -> float:
+    """Share of ``query_tokens`` matched in ``text`` (0–1); 0 when there are no query tokens."""
+    if not query_tokens:
+        return 0.0
+    words = set(tokenize(text))
+    return sum(token_matches(t, words) for t in query_tokens) / len(query_tokens)
