@@ -45,6 +45,7 @@ from rag.guards import GroundingVerdict, check_grounding
 from rag.language import detect_language
 from rag.pipeline import Pipeline, Prepared, excerpt
 from rag.settings import settings_from_env
+from rag.text import split_sentences, tokenize
 from rag.types import Citation, Passage, Result, Status, Trace
 
 log = logging.getLogger(__name__)
@@ -396,11 +397,31 @@ def _numbers(text: str) -> set[str]:
     return {"".join(str(int(ch)) for ch in run) for run in _NUMBER.findall(text)}
 
 
-def unsupported_numbers(answer: str, sources: list[str]) -> list[str]:
-    """Numbers in ``answer`` that appear in none of ``sources``, sorted. A generated answer
-    with a number its passages lack states a fact they do not (a price, a year, a count)."""
-    known = set().union(*(_numbers(s) for s in sources)) if sources else set()
-    return sorted(_numbers(answer) - known)
+_NAME = re.compile(r"(?<![\w.])([A-Z][a-zA-Z]{2,})")
+
+
+def _names(text: str) -> set[str]:
+    """Capitalised Latin words that do not start a sentence: likely names ("Sony", "Japan")."""
+    names = set()
+    for sentence in split_sentences(_CITATION_MARK.sub(" ", text)):
+        names.update(m.group(1) for m in _NAME.finditer(sentence) if m.start() > 0)
+    return names
+
+
+def unsupported_facts(answer: str, sources: list[str]) -> list[str]:
+    """Numbers and names in ``answer`` that appear in none of ``sources``, sorted.
+
+    A generated answer with a number or a name its passages lack states a fact they do not (a
+    price, a year, a maker): the token-overlap and embedding thresholds of the grounding guard
+    let such answers through (measured: "It is made by Nintendo and sold only in Japan." has
+    overlap 0.400 with the Xbox 360 passage en-331047-0, and "...designed by Sony in 1994..."
+    cosine 0.807). Names are compared case-insensitively with the sources' tokens; Indic
+    scripts have no case, so only their numbers are checked.
+    """
+    known_numbers = set().union(*(_numbers(s) for s in sources)) if sources else set()
+    known_words = {t for s in sources for t in tokenize(s)}
+    novel_names = {n for n in _names(answer) if n.lower() not in known_words}
+    return sorted(_numbers(answer) - known_numbers) + sorted(novel_names)
 
 
 def _ground(pipeline: Pipeline, answer: str, cited: list[Passage],
@@ -435,9 +456,9 @@ async def _answer(pipeline: Pipeline, client: OpenRouterClient, prepared: Prepar
     with trace.timed("grounding_guard") as stage:
         verdict, scores = await asyncio.to_thread(_ground, pipeline, generation.answer, cited,
                                                   prepared.vector)
-        novel = unsupported_numbers(generation.answer, [p.text for p in cited])
+        novel = unsupported_facts(generation.answer, [p.text for p in cited])
         is_grounded = verdict.is_grounded and not novel
-        numbers = f"; numbers not in passages: {', '.join(novel)}" if novel else ""
+        numbers = f"; facts not in passages: {', '.join(novel)}" if novel else ""
         stage.decision = "passed" if is_grounded else "refused"
         stage.detail = f"{verdict.detail}{numbers} vs {', '.join(p.id for p in cited)}"
     if not is_grounded:

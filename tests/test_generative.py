@@ -26,7 +26,7 @@ from rag.generative import (
     filter_citations,
     parse_generation,
     run_generative_cli,
-    unsupported_numbers,
+    unsupported_facts,
 )
 from rag.index import PassageIndex, build_index
 from rag.pipeline import Pipeline
@@ -240,7 +240,7 @@ async def test_answer_with_a_number_its_passages_lack_falls_back(small_pipeline,
     assert_extractive_fallback(result, small_pipeline, XBOX_EN, "en", "ungrounded")
     generative_guard = [s for s in result.trace.stages if s.name == "grounding_guard"][0]
     assert generative_guard.decision == "refused"
-    assert "-> similarity; numbers not in passages: 1994" in generative_guard.detail
+    assert "-> similarity; facts not in passages: 1994, Sony" in generative_guard.detail
     assert invented not in result.answer
 
 
@@ -405,8 +405,27 @@ def test_filter_citations_keeps_supplied_ids_and_numbers_in_order():
     assert dropped == ["en-9-9 (not supplied)", "4 (out of range 1..3)"]
 
 
-def test_unsupported_numbers_ignores_citation_marks_and_separators():
+async def test_answer_naming_what_its_passages_do_not_falls_back(small_pipeline, llm, client):
+    # Token overlap 0.400 >= 0.231 passes: only the name check catches the invented maker.
+    invented = "It is made by Nintendo and sold only in Japan."
+    llm.enqueue(Reply.answer(invented, ["en-331047-0"]))
+
+    result = await ask_generative(small_pipeline, client, XBOX_EN, lang="en")
+
+    assert_extractive_fallback(result, small_pipeline, XBOX_EN, "en", "ungrounded")
+    generative_guard = [s for s in result.trace.stages if s.name == "grounding_guard"][0]
+    assert "-> overlap; facts not in passages: Japan, Nintendo" in generative_guard.detail
+    assert invented not in result.answer
+
+
+def test_unsupported_facts_names_capitalised_words_missing_from_sources():
+    sources = ["The Xbox 360 is made by Microsoft and costs $299."]
+    assert unsupported_facts("Microsoft sells the Xbox for 299 dollars.", sources) == []
+    assert unsupported_facts("Sony makes it. It sells in Japan.", sources) == ["Japan"]
+
+
+def test_unsupported_facts_ignores_citation_marks_and_separators():
     sources = ["An Xbox 360 costs about $1000, or ₹२००."]
-    assert unsupported_numbers("It costs $1,000 [2] (en-331047-0), ₹200.", sources) == []
-    assert unsupported_numbers("Released in 2005 for $1000.", sources) == ["2005"]
-    assert unsupported_numbers("no numbers here", []) == []
+    assert unsupported_facts("It costs $1,000 [2] (en-331047-0), ₹200.", sources) == []
+    assert unsupported_facts("Released in 2005 for $1000.", sources) == ["2005"]
+    assert unsupported_facts("no numbers here", []) == []
