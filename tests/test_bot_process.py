@@ -45,7 +45,11 @@ async def bot_process(tg: FakeTelegram, env: dict[str, str], log_path: Path,
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "bot", cwd=ROOT, env=env, stdout=log, stderr=log)
     try:
-        await tg.wait_for(ready_method, timeout=READY_TIMEOUT_S)
+        try:
+            await tg.wait_for(ready_method, timeout=READY_TIMEOUT_S)
+        except TimeoutError:
+            tail = log_path.read_text("utf-8", errors="replace")[-3000:]
+            pytest.fail(f"python -m bot not ready in {READY_TIMEOUT_S} s; log:\n{tail}")
         assert tg.methods().count(ready_method) == n_ready + 1
         yield proc
     finally:
