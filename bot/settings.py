@@ -70,10 +70,10 @@ class BotSettings:
     # Longest voice note transcribed, in seconds: longer notes are split into chunks of at most
     # 29 s (Sarvam's REST limit is 30 s), one request each; 120 s = at most 5 requests.
     max_voice_s: int = 120
-    # Threads answering questions. The encoder runs one query at a time (a lock) and a 2-core
-    # machine gains nothing from more; extra threads only contend for the GIL with the event
-    # loop (scripts/bench_bot.py: 50 chats, default executor of 6 threads: worst loop stall
-    # 80 ms).
+    # Threads answering questions. The encoder runs one query at a time (a lock), so more
+    # threads add no throughput on 2 cores and only contend for the GIL with the event loop
+    # (scripts/bench_bot.py, 50 chats at once, 2 cores: 6 threads worst loop stall 69 ms,
+    # 1-2 threads 33-44 ms, 41-50 answers/s either way).
     pipeline_threads: int = 2
     # Build the index at start-up when it is missing (minutes on 2 cores) instead of exiting.
     build_index: bool = False
