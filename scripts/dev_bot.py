@@ -65,6 +65,19 @@ def wait_for(client: httpx.Client, method: str, timeout_s: float) -> list[dict]:
     return response.json()
 
 
+def wait_ready(client: httpx.Client, bot: subprocess.Popen, log_path: Path) -> None:
+    """Until the bot starts polling (deleteWebhook); exits with its log if it stops first."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        response = client.get("/_control/wait", params={"method": "deleteWebhook",
+                                                         "timeout": 1}, timeout=10)
+        if response.status_code == 200:
+            return
+        if bot.poll() is not None:
+            sys.exit(f"python -m bot exited with {bot.returncode}:\n{log_path.read_text()}")
+    sys.exit(f"python -m bot not polling after {READY_TIMEOUT_S} s; log: {log_path}")
+
+
 def wait_listening(port: int, timeout_s: float = 20) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -106,7 +119,7 @@ def main() -> int:
         procs.append(start("bot", ["-m", "bot"], bot_env, work))
         client = httpx.Client(base_url=tg_url)
         started = time.perf_counter()
-        wait_for(client, "deleteWebhook", READY_TIMEOUT_S)
+        wait_ready(client, procs[-1], work / "bot.log")
         print(f"bot polling after {time.perf_counter() - started:.1f} s", flush=True)
 
         sent = time.perf_counter()
