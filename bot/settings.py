@@ -78,10 +78,6 @@ class BotSettings:
     # Build the index at start-up when it is missing (minutes on 2 cores) instead of exiting.
     build_index: bool = False
 
-    @property
-    def is_rate_limited(self) -> bool:
-        return self.rate_limit_n > 0
-
 
 @dataclass(frozen=True, slots=True)
 class Settings:

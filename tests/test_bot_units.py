@@ -89,7 +89,7 @@ def test_settings_read_sections_allow_list_and_paas_port():
     assert settings.telegram.api_base == "http://127.0.0.1:1/bot"
     assert settings.telegram.webhook_port == 5000
     assert settings.bot.allowed_user_ids == (12, 34)
-    assert not settings.bot.is_rate_limited
+    assert settings.bot.rate_limit_n == 0
     assert settings.rag.floor_hi == 0.9 and settings.sarvam.api_key == "k"
 
 
