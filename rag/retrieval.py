@@ -9,12 +9,10 @@
 
 from __future__ import annotations
 
-import heapq
-
 import numpy as np
 
-from rag.index import PassageIndex
-from rag.types import LANGUAGES, Hit
+from rag.index import ALL, PassageIndex
+from rag.types import Hit
 
 
 def retrieve(
@@ -32,9 +30,7 @@ def retrieve(
         return [
             Hit(index.passages[label], score, score) for label, score in index.search(vector, lang, k)
         ]
-    pool_size = k * pool_factor
-    merged = [pair for other in LANGUAGES for pair in index.search(vector, other, pool_size)]
-    pool = heapq.nlargest(pool_size, merged, key=lambda pair: pair[1])
+    pool = index.search(vector, ALL, k * pool_factor)
     hits = []
     for label, score in pool:
         passage = index.passages[label]

@@ -43,8 +43,8 @@ from rag.index import PassageIndex, SearchParams, build_index  # noqa: E402
 from rag.settings import SHARED_SAMPLE, RagSettings  # noqa: E402
 from rag.types import Passage  # noqa: E402
 
-STAGES = ("input_guard", "language", "embed", "search", "relevance_guard", "answer",
-          "grounding_guard")
+STAGES = ("input_guard", "language", "embed", "search", "relevance_guard", "answerability_gate",
+          "answer", "grounding_guard")
 
 
 def percentiles(values: list[float]) -> dict[str, float]:
@@ -92,6 +92,7 @@ def load_queries(n: int) -> list[str]:
 def run_pipeline(encoder_spec: str, corpus_dir: str, n_queries: int, warmup: int) -> dict:
     """Child process: build the index for this encoder, time ``n_queries`` questions."""
     from rag.encoders import load_encoder
+    from rag.gate import AnswerabilityGate
     from rag.pipeline import Pipeline
 
     encoder = load_encoder(encoder_spec)
@@ -103,7 +104,8 @@ def run_pipeline(encoder_spec: str, corpus_dir: str, n_queries: int, warmup: int
         build_s = time.perf_counter() - start
         del data
         settings = RagSettings(index_dir=Path(tmp), encoder=encoder_spec)
-        pipeline = Pipeline(settings, encoder, PassageIndex.load(Path(tmp), encoder.name))
+        pipeline = Pipeline(settings, encoder, PassageIndex.load(Path(tmp), encoder.name),
+                            AnswerabilityGate.load())
         queries = load_queries(warmup + n_queries)
         for q in queries[:warmup]:
             pipeline.ask(q)

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The main job on the embedded default, from a fresh clone:
+#   1. install system and Python dependencies (scripts/install.sh);
+#   2. build the local usearch index (data/index) from data/corpus.jsonl, else the corpus fetched
+#      from the HuggingFace hub, else ../shared/data/msmarco-xi-sample where the hub is out of reach;
+#   3. ask the acceptance questions through the CLI;
+#   4. run the real bot (python -m bot) against a local Bot API server and Sarvam stand-in, and
+#      send it a Hindi voice note and /why (scripts/dev_bot.py).
+# Then chat yourself with: python3 -m bot --console
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install.sh
+
+if [ ! -f data/index/meta.json ]; then
+  python3 -m rag build-index
+fi
+
+for q in "How much does an Xbox 360 cost?" "Who is the Prime Minister of India?" \
+         "छोटे खीरे में कैलोरी की मात्रा" "గద్దలు ఎంత వేగంగా ప్రయాణిస్తాయో"; do
+  echo "=== $q"
+  python3 -m rag ask "$q" || true   # exit code 1 = refused, which is a correct outcome here
+done
+
+echo "=== the bot, end to end through local servers"
+python3 scripts/dev_bot.py
+echo
+echo "Chat yourself (text, a path to an audio file, /why, /lang, /mode): python3 -m bot --console"
