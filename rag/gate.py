@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -22,77 +21,42 @@ from rag.types import Hit
 
 MODEL_PATH = Path(__file__).with_name("gate_model.json")
 
-# Queries that ask for a quantity (MS MARCO query_type NUMERIC), per language.
-_NUMERIC_QUERY = re.compile(
-    r"\b(how\s+(much|many|long|old|far|tall|big|large|heavy|fast|often|hot|cold|deep|high)"
-    r"|cost|price|salary|calories|temperature|percentage|number\s+of|average)\b"
-    r"|कितन|कीमत|लागत|मात्रा|संख्या|तापमान|वेतन|औसत"
-    r"|કેટલ|કિંમત|કિમત|ખર્ચ|તાપમાન|પગાર|સરેરાશ"
-    r"|ఎంత|ఎన్ని|ధర|ఖర్చు|ఉష్ణోగ్రత|జీతం|సగటు",
-    re.IGNORECASE,
-)
-_DIGIT = re.compile(r"\d|[०-९૦-૯౦-౯]")
-_NUMBER_WORDS = re.compile(
-    r"\b(one|two|three|four|five|six|seven|eight|nine|ten|hundred|thousand|million|billion|"
-    r"dozen|half)\b",
-    re.IGNORECASE,
-)
-
-FEATURES = ("top_score", "over_floor", "margin", "sentence_coverage", "passage_coverage",
-            "number_mismatch", "group_agreement", "sibling_score", "n_query_tokens")
+FEATURES = ("top_score", "over_floor", "sentence_coverage", "group_agreement")
+"""Signals that earned their place (scripts/fit_gate.py, docs/benchmarks.md): the margin to
+the next hit, coverage by the whole passage, a quantity-question/number check, the parallel
+translation's score and the query length were measured too and added nothing out of fold
+(ROC AUC 0.918 with all nine vs 0.922 with these four)."""
 
 
 @dataclass(frozen=True, slots=True)
 class GateFeatures:
-    """Signals of one (query, hits, best sentence). Scores are cosines; coverages are shares of
-    the query's content tokens (0–1); ``number_mismatch`` is 1 when the query asks for a
-    quantity and the best sentence holds no number; ``group_agreement`` is the share of hits from
-    the top hit's MS MARCO query group; ``sibling_score`` is the cosine of the top passage's
-    parallel translation (the top score itself when there is none)."""
+    """Signals of one (query, hits, best sentence): the top hit's cosine and its distance to the
+    floor; ``sentence_coverage``, the share of the query's content tokens found in the best
+    sentence of the top passage (0–1); ``group_agreement``, the share of hits from the top hit's
+    MS MARCO query group (passages written for one question cluster when it is answerable)."""
 
     top_score: float
     over_floor: float
-    margin: float
     sentence_coverage: float
-    passage_coverage: float
-    number_mismatch: float
     group_agreement: float
-    sibling_score: float
-    n_query_tokens: float
 
     def vector(self) -> np.ndarray:
+        """The fitted model's inputs, float64 (len(FEATURES),)."""
         return np.array([getattr(self, name) for name in FEATURES], dtype=np.float64)
 
     def describe(self) -> str:
         return ", ".join(f"{k} {v:.3f}" for k, v in asdict(self).items())
 
 
-def asks_for_number(query: str) -> bool:
-    return bool(_NUMERIC_QUERY.search(query))
-
-
-def has_number(text: str) -> bool:
-    return bool(_DIGIT.search(text) or _NUMBER_WORDS.search(text))
-
-
-def gate_features(
-    query: str, lang: str, hits: list[Hit], sentence: str, floor: float, sibling_score: float | None
-) -> GateFeatures:
+def gate_features(query: str, lang: str, hits: list[Hit], sentence: str, floor: float) -> GateFeatures:
     """Compute the gate's signals; ``hits`` is non-empty, best first."""
     top = hits[0]
-    query_tokens = set(content_tokens(query, lang))
-    others = [h.score for h in hits[1:]]
     same_group = sum(h.passage.query_id == top.passage.query_id for h in hits) / len(hits)
     return GateFeatures(
         top_score=top.score,
         over_floor=top.score - floor,
-        margin=top.score - (max(others) if others else 0.0),
-        sentence_coverage=coverage(query_tokens, sentence),
-        passage_coverage=coverage(query_tokens, top.passage.text),
-        number_mismatch=float(asks_for_number(query) and not has_number(sentence)),
+        sentence_coverage=coverage(set(content_tokens(query, lang)), sentence),
         group_agreement=same_group,
-        sibling_score=top.score if sibling_score is None else sibling_score,
-        n_query_tokens=float(len(query_tokens)),
     )
 
 

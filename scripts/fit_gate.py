@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import GroupKFold
 from sklearn.preprocessing import StandardScaler
 
@@ -81,6 +82,19 @@ def pick_threshold(p: np.ndarray, y: np.ndarray, target_recall: float) -> float:
     return float(pos[k]) if len(pos) else 0.5
 
 
+def print_signal_table(x: np.ndarray, y: np.ndarray, groups: np.ndarray, n_splits: int) -> None:
+    """What each signal earns: its own ROC AUC (direction-free), and the out-of-fold AUC of the
+    pooled model without it, next to the full model's."""
+    full = roc_auc_score(y, out_of_fold(x, y, groups, n_splits))
+    print(f"pooled model, out-of-fold ROC AUC {full:.3f} (cases clearing the floor, n={len(y)})")
+    print(f"{'signal':<20}{'alone AUC':>10}{'AUC without it':>16}")
+    for j, name in enumerate(FEATURES):
+        alone = roc_auc_score(y, x[:, j])
+        rest = np.delete(x, j, axis=1)
+        without = roc_auc_score(y, out_of_fold(rest, y, groups, n_splits))
+        print(f"{name:<20}{max(alone, 1 - alone):>10.3f}{without:>16.3f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--index", type=Path, default=RagSettings.from_env().index_dir)
@@ -133,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     for row, keep in zip(rows, decided, strict=True):
         floors[row["lang"]][row["category"]].append(True)
         gated[row["lang"]][row["category"]].append(bool(keep))
+    print_signal_table(x, y, groups, args.folds)
     coef_table = {s: dict(zip(FEATURES, (round(c, 3) for c in models[s]["coef"]))) for s in models}
     print("standardised coefficients:", json.dumps(coef_table, indent=1))
     print("\nfloors alone (all cases):")

@@ -4,14 +4,7 @@ import json
 
 import pytest
 
-from rag.gate import (
-    FEATURES,
-    MODEL_PATH,
-    AnswerabilityGate,
-    asks_for_number,
-    gate_features,
-    has_number,
-)
+from rag.gate import FEATURES, MODEL_PATH, AnswerabilityGate, gate_features
 from rag.pipeline import Prepared
 from rag.text import content_tokens, coverage
 from rag.types import Hit, Status, Trace
@@ -40,50 +33,30 @@ def test_coverage_matches_hindi_inflections(sample_passages):
     assert coverage(tokens, "ताजमहल आगरा में है।") == 0.0
 
 
-@pytest.mark.parametrize("query", ["How much does an Xbox 360 cost?", "छोटे खीरे में कितनी कैलोरी",
-                                   "ગરુડ કેટલી ઝડપથી ઉડે છે", "గద్దలు ఎంత వేగంగా ఎగురుతాయి"])
-def test_quantity_questions_are_recognised_in_every_language(query):
-    assert asks_for_number(query)
-
-
-@pytest.mark.parametrize("query", ["Who wrote Silent Spring?", "रद्द की गई जाँच की परिभाषा"])
-def test_non_quantity_questions_are_not(query):
-    assert not asks_for_number(query)
-
-
-def test_number_mismatch_fires_only_without_a_number(xbox):
-    hit = Hit(xbox, 0.94, 0.94)
-    with_number = gate_features("How much does an Xbox 360 cost?", "en", [hit],
-                                "It costs $250 new.", 0.84, None)
-    without = gate_features("How much does an Xbox 360 cost?", "en", [hit],
-                            "The console has a small memory.", 0.84, None)
-    assert with_number.number_mismatch == 0.0 and without.number_mismatch == 1.0
-    assert has_number("गद्दे की कीमत ५०० रुपये") and not has_number("कोई संख्या नहीं")
-
-
-def test_group_agreement_margin_and_floor_distance(sample_passages, xbox):
+def test_group_agreement_and_floor_distance(sample_passages, xbox):
     same_group = [p for p in sample_passages if p.query_id == 331047 and p.lang == "en"][:3]
     other = _passage(sample_passages, "en-233826-0")
     hits = [Hit(same_group[0], 0.94, 0.94), Hit(same_group[1], 0.90, 0.90),
             Hit(other, 0.88, 0.88), Hit(same_group[2], 0.86, 0.86)]
-    f = gate_features("xbox 360 cost", "en", hits, "", 0.84, 0.91)
+    f = gate_features("xbox 360 cost", "en", hits, "The Xbox 360 will cost about $170.", 0.84)
     assert f.group_agreement == pytest.approx(0.75)
-    assert f.margin == pytest.approx(0.04)
     assert f.over_floor == pytest.approx(0.10)
-    assert f.sibling_score == pytest.approx(0.91)
-    alone = gate_features("xbox 360 cost", "en", hits[:1], "", 0.84, None)
-    assert alone.sibling_score == pytest.approx(0.94) and alone.margin == pytest.approx(0.94)
+    assert f.sentence_coverage == pytest.approx(1.0)
+    scattered = gate_features("xbox 360 cost", "en", [hits[2], hits[0]], "", 0.84)
+    assert scattered.group_agreement == pytest.approx(0.5)
+    assert scattered.sentence_coverage == 0.0
 
 
-def test_sibling_score_is_the_cosine_of_the_parallel_translation(pipeline, sample_index):
-    trace = Trace()
-    prepared = pipeline.prepare("How much does an Xbox 360 cost?", None, None, trace)
+def test_features_of_a_real_question_come_from_its_hits(pipeline):
+    prepared = pipeline.prepare("How much does an Xbox 360 cost?", None, None, Trace())
     assert isinstance(prepared, Prepared)
     features = pipeline.gate_features(prepared)
-    top = prepared.hits[0].passage
-    sibling_label = sample_index.label_of(top.sibling_id("hi"))
-    expected = float(sample_index.vectors([sibling_label])[0] @ prepared.vector)
-    assert features.sibling_score == pytest.approx(expected, abs=1e-6)
+    top = prepared.hits[0]
+    assert features.top_score == pytest.approx(top.score)
+    assert features.over_floor == pytest.approx(top.score - 0.840)
+    expected = sum(h.passage.query_id == top.passage.query_id for h in prepared.hits)
+    assert features.group_agreement == pytest.approx(expected / len(prepared.hits))
+    assert features.sentence_coverage == 1.0
 
 
 def test_gate_keeps_the_xbox_question_and_shows_its_inputs(pipeline):

@@ -13,7 +13,8 @@ S = RagSettings()
         ("", "empty"),
         ("   \n\t ", "empty"),
         ("?", "too_short"),
-        ("what " * 150, "too_long"),
+        ("what " * 250, "too_long"),
+        ("\x00\x01\x1b", "empty"),
         ("!!!! #### 12345 ???? %%%% ab", "garbled"),
         ("aaaaaaaaaaaaaaaaaaa", "garbled"),
         ("uh uh uh uh uh", "garbled"),
@@ -37,6 +38,18 @@ def test_input_guard_passes_real_questions(query):
     verdict = check_input(query, S)
     assert verdict.is_ok, verdict
     assert "  " not in verdict.text
+
+
+def test_input_guard_removes_control_characters_and_lone_surrogates():
+    verdict = check_input("what\x01is the\x07cost of\x1b xbox \udcff360", S)
+    assert verdict.is_ok
+    assert verdict.text == "what is the cost of xbox 360"
+    verdict.text.encode("utf-8")  # storable: no lone surrogate left
+
+
+def test_input_guard_keeps_zero_width_joiners_of_indic_words():
+    verdict = check_input("ಕನ್\u200dನಡ क्\u200dष हिंदी", S)
+    assert "\u200d" in verdict.text
 
 
 def test_input_guard_passes_every_real_dataset_query(sample_queries):

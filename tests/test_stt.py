@@ -29,6 +29,7 @@ def settings(sarvam) -> SarvamSettings:
         api_key=KEY,
         base_url=sarvam.base_url,
         timeout_s=5.0,
+        max_attempts=3,
         backoff_base_s=0.01,
         backoff_max_s=0.05,
     )
