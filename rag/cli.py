@@ -66,7 +66,7 @@ def format_result(result: Result) -> str:
         lines.append(f"{result.status.value.upper()}: {result.message}")
     lines.append("trace:")
     for st in result.trace.stages:
-        lines.append(f"  {st.name:<16} {st.decision:<10} {st.elapsed_ms:8.2f} ms  {st.detail}")
+        lines.append(f"  {st.name:<19} {st.decision:<10} {st.elapsed_ms:8.2f} ms  {st.detail}")
     lines.append(f"  total {result.trace.total_ms:.2f} ms")
     return "\n".join(lines)
 
