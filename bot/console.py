@@ -50,12 +50,22 @@ async def handle_line(services: Services, asker: Asker, line: str) -> Reply | No
             return await lang_reply(services, asker, arg or None)
         case "/mode":
             return await mode_reply(services, asker, arg or None)
-    path = Path(line).expanduser()
-    if path.is_file():
+    path = _existing_file(line)
+    if path is not None:
         note = VoiceNote(path.stat().st_size, None, fetch=partial(asyncio.to_thread,
                                                                   path.read_bytes))
         return await answer_voice(services, asker, note)
     return await answer_text(services, asker, line)
+
+
+def _existing_file(line: str) -> Path | None:
+    """The regular file ``line`` names, else None; also None for lines that cannot name a file
+    (a name over 255 bytes, ``~user`` with no such user), which are questions."""
+    try:
+        path = Path(line).expanduser()
+        return path if path.is_file() else None
+    except (OSError, RuntimeError):  # ENAMETOOLONG; expanduser: "Could not determine home"
+        return None
 
 
 def to_plain(message: str) -> str:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.console import CONSOLE_CHAT_ID, chat
-from bot.services import Services
+from bot.console import CONSOLE_CHAT_ID, chat, handle_line
+from bot.services import Asker, Services
 from bot.settings import BotSettings, Settings, TelegramSettings
 from rag.generative import OpenRouterSettings
 from rag.stt import SarvamSettings
@@ -53,6 +53,35 @@ async def test_console_answers_text_voice_why_and_lang(tmp_path, settings, pipel
     assert out[2].startswith(f"आपने कहा: {CUCUMBER_HI}") and "स्रोत" in out[2]
     assert out[3] == "సమాధాన భాష తెలుగుగా మార్చబడింది."
     assert stored.source == "voice" and stored.transcript == CUCUMBER_HI
+
+
+@pytest.fixture
+async def services(tmp_path, settings, pipeline) -> AsyncIterator[Services]:
+    """Services on the sample index, no speech-to-text (these tests never reach it)."""
+    opened = await Services.open(Settings(
+        rag=settings, sarvam=SarvamSettings(), openrouter=OpenRouterSettings(),
+        telegram=TelegramSettings(), bot=BotSettings(db_path=tmp_path / "console.sqlite3"),
+    ), pipeline)
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+async def ask(services: Services, line: str) -> list[str]:
+    reply = await handle_line(services, Asker(CONSOLE_CHAT_ID), line)
+    return reply.messages
+
+
+@pytest.mark.parametrize("line", [
+    "How much does an Xbox 360 cost? " * 10,  # 320 bytes: more than a file name may have
+    "~nosuchuser/how much does an xbox cost",  # no home directory to expand
+], ids=["over-255-bytes", "tilde-unknown-user"])
+async def test_line_that_cannot_be_a_file_name_is_asked_as_a_question(services, line):
+    [reply] = await ask(services, line)
+    assert "Sources" in reply or "could not find" in reply, reply
+    stored = await services.db.last_decision(CONSOLE_CHAT_ID)
+    assert stored.source == "text"
 
 
 def test_python_m_bot_console_needs_no_token(tmp_path, sample_index_dir):
