@@ -1,4 +1,5 @@
-"""/start, /help, /why, /lang and /mode as framework-free service functions.
+"""/start, /help, /why, /lang, /mode and notices (e.g. "unknown command") as framework-free
+service functions.
 
 Each takes the :class:`Services`, the :class:`Asker` and the command's argument (text after the
 command, or None) and returns a :class:`Reply` of Telegram HTML.
@@ -21,6 +22,13 @@ async def help_reply(services: Services, asker: Asker) -> Reply:
     """The greeting and command list, in the chat's or the user's language."""
     chat = await services.db.get_chat_settings(asker.chat_id)
     return Reply([escape(t("help", ui_language(chat.lang, asker)))])
+
+
+async def notice_reply(services: Services, asker: Asker, key: str, **args: object) -> Reply:
+    """The message ``key`` of ``bot.messages`` (formatted with ``args``) in the chat's or the
+    user's language, e.g. ``unknown_command`` with ``command="/foo"``."""
+    chat = await services.db.get_chat_settings(asker.chat_id)
+    return Reply([escape(t(key, ui_language(chat.lang, asker), **args))])
 
 
 async def why_reply(services: Services, asker: Asker) -> Reply:

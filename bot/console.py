@@ -8,6 +8,10 @@ Telegram handlers call, on the local index and the SQLite decision log.
     > path/to/voice-note.ogg         # any audio file ffmpeg reads; needs SARVAM_API_KEY
     > /quit
 
+A line naming a regular file is sent as a voice note; one that looks like a path (see
+:func:`looks_like_path`) but names no readable file gets "no audio file", and an unknown
+``/command`` gets "unknown command"; every other line is a typed question.
+
 Questions are recorded under chat id 0 (``CONSOLE_CHAT_ID``).
 """
 
@@ -15,13 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import html
+import os
 import re
 import sys
 from collections.abc import AsyncIterable, Callable
 from functools import partial
 from pathlib import Path
 
-from bot.commands import help_reply, lang_reply, mode_reply, why_reply
+from bot.commands import help_reply, lang_reply, mode_reply, notice_reply, why_reply
 from bot.questions import answer_text, answer_voice
 from bot.services import Asker, Reply, Services, VoiceNote
 from bot.settings import Settings
@@ -30,6 +35,9 @@ CONSOLE_CHAT_ID = 0
 """Chat id of the console's decisions and settings (Telegram never uses 0)."""
 
 _TAG_RE = re.compile(r"<[^<>]+>")
+AUDIO_SUFFIXES = frozenset({".aac", ".amr", ".flac", ".m4a", ".mp3", ".oga", ".ogg", ".opus",
+                            ".wav", ".webm"})
+"""File name endings that mark a console line as meant to be an audio file."""
 
 
 async def handle_line(services: Services, asker: Asker, line: str) -> Reply | None:
@@ -50,22 +58,44 @@ async def handle_line(services: Services, asker: Asker, line: str) -> Reply | No
             return await lang_reply(services, asker, arg or None)
         case "/mode":
             return await mode_reply(services, asker, arg or None)
-    path = _existing_file(line)
+    path = _readable_file(line)
     if path is not None:
         note = VoiceNote(path.stat().st_size, None, fetch=partial(asyncio.to_thread,
                                                                   path.read_bytes))
         return await answer_voice(services, asker, note)
+    if looks_like_path(line):
+        return await notice_reply(services, asker, "no_audio_file", path=line)
+    if command.startswith("/"):
+        return await notice_reply(services, asker, "unknown_command", command=command)
     return await answer_text(services, asker, line)
 
 
-def _existing_file(line: str) -> Path | None:
-    """The regular file ``line`` names, else None; also None for lines that cannot name a file
-    (a name over 255 bytes, ``~user`` with no such user), which are questions."""
+def _readable_file(line: str) -> Path | None:
+    """The readable regular file ``line`` names, else None; also None for lines that cannot
+    name a file (a name over 255 bytes, ``~user`` with no such user)."""
     try:
         path = Path(line).expanduser()
-        return path if path.is_file() else None
+        return path if path.is_file() and os.access(path, os.R_OK) else None
     except (OSError, RuntimeError):  # ENAMETOOLONG; expanduser: "Could not determine home"
         return None
+
+
+def looks_like_path(line: str) -> bool:
+    """True when ``line`` is meant as a file rather than a question: it starts with ``/``,
+    ``~`` or ``.`` or has a ``/`` in it, and names something that exists (a folder,
+    ``/dev/null``); or it starts with ``/``, ``~`` or ``.`` and ends in an audio suffix
+    (:data:`AUDIO_SUFFIXES`) or has a ``/`` after its first character (``/tmp/x``, ``./x``)."""
+    starts_like_path = line.startswith(("/", "~", "."))
+    if not starts_like_path and "/" not in line:
+        return False
+    try:
+        if Path(line).expanduser().exists():
+            return True
+    except (OSError, RuntimeError):  # a name over 255 bytes, ~user with no such user
+        pass
+    first_word = line.split()[0]
+    return starts_like_path and ("/" in first_word[1:]
+                                 or line.lower().endswith(tuple(AUDIO_SUFFIXES)))
 
 
 def to_plain(message: str) -> str:

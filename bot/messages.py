@@ -165,6 +165,27 @@ MESSAGES: dict[str, dict[str, str]] = {
         "gu": "માફ કરશો, આ બોટ ખાનગી છે.",
         "te": "క్షమించండి, ఈ బాట్ ప్రైవేట్.",
     },
+    # ---- messages the bot does not take as questions
+    "unknown_command": {
+        "en": "Unknown command {command}. I understand text questions and voice notes; /help "
+              "lists the commands.",
+        "hi": "अज्ञात कमांड {command}। मैं लिखे हुए सवाल और वॉइस नोट समझता हूँ; कमांड की सूची के "
+              "लिए /help भेजें।",
+        "gu": "અજાણ્યો કમાન્ડ {command}. હું લખેલા પ્રશ્નો અને વૉઇસ નોટ સમજું છું; કમાન્ડની યાદી "
+              "માટે /help મોકલો.",
+        "te": "తెలియని కమాండ్ {command}. నేను టైప్ చేసిన ప్రశ్నలు, వాయిస్ నోట్‌లు అర్థం "
+              "చేసుకుంటాను; కమాండ్‌ల జాబితా కోసం /help పంపండి.",
+    },
+    "no_audio_file": {
+        "en": "No audio file at {path}: it does not exist, cannot be read, or is a folder or a "
+              "device. Give the path of an audio file such as .ogg, .wav or .mp3.",
+        "hi": "{path} पर कोई ऑडियो फ़ाइल नहीं है: वह मौजूद नहीं है, पढ़ी नहीं जा सकती, या फ़ोल्डर या "
+              "डिवाइस है। .ogg, .wav या .mp3 जैसी किसी ऑडियो फ़ाइल का पाथ दें।",
+        "gu": "{path} પર કોઈ ઑડિયો ફાઇલ નથી: તે અસ્તિત્વમાં નથી, વાંચી શકાતી નથી, અથવા ફોલ્ડર કે "
+              "ડિવાઇસ છે. .ogg, .wav કે .mp3 જેવી ઑડિયો ફાઇલનો પાથ આપો.",
+        "te": "{path} వద్ద ఆడియో ఫైల్ లేదు: అది లేదు, చదవలేము, లేదా అది ఫోల్డర్ లేదా డివైస్. "
+              ".ogg, .wav లేదా .mp3 వంటి ఆడియో ఫైల్ పాత్ ఇవ్వండి.",
+    },
     # ---- command descriptions (set_my_commands; at most 256 characters each)
     "cmd_start": {
         "en": "Start and see what I can do",

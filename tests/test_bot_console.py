@@ -75,13 +75,31 @@ async def ask(services: Services, line: str) -> list[str]:
 
 @pytest.mark.parametrize("line", [
     "How much does an Xbox 360 cost? " * 10,  # 320 bytes: more than a file name may have
-    "~nosuchuser/how much does an xbox cost",  # no home directory to expand
+    "~ how much does an Xbox 360 cost",  # "~ how ..." is a user with no home to expand
 ], ids=["over-255-bytes", "tilde-unknown-user"])
 async def test_line_that_cannot_be_a_file_name_is_asked_as_a_question(services, line):
     [reply] = await ask(services, line)
     assert "Sources" in reply or "could not find" in reply, reply
     stored = await services.db.last_decision(CONSOLE_CHAT_ID)
     assert stored.source == "text"
+
+
+@pytest.mark.parametrize("line", ["/dev/null", "~/no-such-note.ogg", "./missing.wav",
+                                  "/no/such/dir/", "{tmp}"])
+async def test_path_to_no_readable_audio_file_says_so(services, tmp_path, line):
+    line = line.format(tmp=tmp_path)
+    [reply] = await ask(services, line)
+    assert reply.startswith(f"No audio file at {line}: it does not exist"), reply
+    assert await services.db.last_decision(CONSOLE_CHAT_ID) is None
+
+
+async def test_unknown_command_says_so_in_the_chat_language(services):
+    [english] = await ask(services, "/foo bar")
+    await ask(services, "/lang hi")
+    [hindi] = await ask(services, "/foo")
+    assert english.startswith("Unknown command /foo. I understand text questions")
+    assert hindi.startswith("अज्ञात कमांड /foo।")
+    assert await services.db.last_decision(CONSOLE_CHAT_ID) is None
 
 
 def test_python_m_bot_console_needs_no_token(tmp_path, sample_index_dir):
