@@ -53,10 +53,11 @@ async def answer_text(services: Services, asker: Asker, text: str) -> Reply:
 async def answer_voice(services: Services, asker: Asker, voice: VoiceNote) -> Reply:
     """Answer a voice note: the reply shows the transcript it answered, then the answer.
 
-    Over-size notes (> 20 MB) and notes longer than ``BOT_MAX_VOICE_S`` are refused before
-    download; notes over Sarvam's 30 s are split and transcribed chunk by chunk. Sarvam's
-    language code becomes the pipeline's ``hint_lang``; a ``/lang`` choice is sent to Sarvam
-    and used as the explicit language.
+    Over-size notes (> 20 MB) and notes advertised longer than ``BOT_MAX_VOICE_S`` are refused
+    before download, and notes that turn out longer after it (only the first
+    ``BOT_MAX_VOICE_S`` + 1 s are ever decoded); notes over Sarvam's 30 s are split and
+    transcribed chunk by chunk. Sarvam's language code becomes the pipeline's ``hint_lang``; a
+    ``/lang`` choice is sent to Sarvam and used as the explicit language.
     """
     chat = await services.db.get_chat_settings(asker.chat_id)
     ui = ui_language(chat.lang, asker)
@@ -103,9 +104,13 @@ async def _transcribe(services: Services, voice: VoiceNote, chat: ChatSettings,
             data = await voice.fetch()
             stage.detail = f"{len(data)} bytes"
         with trace.timed("transcode") as stage:
-            wav = await asyncio.to_thread(transcode_to_wav, data)
+            # The advertised duration may lie (a 2.6 MB OGG holds an hour of 8 kHz Opus): decode
+            # one second past the limit at most, enough to tell that the note is too long.
+            max_decode_s = max_s + 1
+            wav = await asyncio.to_thread(transcode_to_wav, data, max_decode_s)
             duration_s = audio_duration_s(wav)
-            stage.detail = f"16 kHz mono WAV, {duration_s:.1f} s"
+            stage.detail = (f"16 kHz mono WAV, {duration_s:.1f} s "
+                            f"(decoding stops at {max_decode_s} s)")
     except AudioError as exc:
         raise _VoiceRefused("audio_unreadable", str(exc)) from exc
     if duration_s > max_s:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import subprocess
+import tracemalloc
 import wave
 
 import pytest
@@ -103,6 +105,36 @@ def test_empty_bytes_raise_audio_error_saying_empty():
 def test_audio_over_telegram_download_limit_is_refused_before_decoding():
     with pytest.raises(AudioError, match=r"over the 20 MB Telegram download limit"):
         transcode_to_wav(b"\0" * (TELEGRAM_DOWNLOAD_LIMIT_BYTES + 1))
+
+
+def sine_ogg(seconds: int) -> bytes:
+    """A long, small OGG/Opus tone (8 kHz, 6 kbit/s: about 0.7 kB per second of audio)."""
+    return subprocess.run(
+        ["ffmpeg", "-hide_banner", "-loglevel", "error", "-f", "lavfi",
+         "-i", f"sine=frequency=440:duration={seconds}:sample_rate=8000",
+         "-c:a", "libopus", "-b:a", "6k", "-ar", "8000", "-ac", "1", "-f", "ogg", "pipe:1"],
+        capture_output=True, check=True, timeout=60,
+    ).stdout
+
+
+def test_transcode_decodes_no_more_than_max_seconds_of_a_long_small_file():
+    ogg = sine_ogg(300)  # ~210 kB holding 5 minutes
+    tracemalloc.start()
+    try:
+        wav = transcode_to_wav(ogg, max_seconds=11)
+        _, peak_bytes = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+    assert _params(wav)[3] == pytest.approx(11, abs=0.05)
+    # all 5 minutes decoded at Opus's 48 kHz would be 29 MB before any conversion
+    assert peak_bytes < 10 * 2**20, f"peak {peak_bytes / 2**20:.1f} MB"
+
+
+def test_transcode_cuts_a_wav_at_max_seconds():
+    wav = transcode_to_wav(make_wav(5.0), max_seconds=2.5)
+
+    assert _params(wav)[3] == pytest.approx(2.5, abs=0.001)
 
 
 def test_split_70s_note_gives_3_chunks_each_within_sarvam_limit():

@@ -20,6 +20,7 @@ from standins.openai import OpenAIStandin
 from standins.sarvam import Reply, SarvamStandin
 from standins.telegram import Call, FakeTelegram, parse_html
 from storage.db import Database
+from tests.test_audio import sine_ogg
 from tests.voice_notes import make_long_voice_note, make_voice_note, tools_available
 
 pytestmark = pytest.mark.skipif(not tools_available(), reason="needs espeak-ng and ffmpeg")
@@ -212,6 +213,19 @@ async def test_voice_over_the_length_limit_is_refused_before_download(bot, tg, s
     [refusal] = await replies(tg)
     assert refusal == "This voice note is too long: please keep it under 120 seconds."
     assert "getFile" not in tg.methods() and not sarvam.calls
+
+
+async def test_voice_longer_than_advertised_is_refused_after_decoding_one_second_past_the_limit(
+        tg, sarvam, bot_settings, pipeline):
+    settings = replace(bot_settings, bot=replace(bot_settings.bot, max_voice_s=10))
+    async with running(settings, pipeline):
+        await tg.push_voice(CHAT, sine_ogg(60), duration_s=3)  # 60 s that claim to be 3 s
+        [refusal] = await replies(tg)
+        await tg.push_text(CHAT, "/why")
+        [why] = await replies(tg)
+    assert refusal == "This voice note is too long: please keep it under 10 seconds."
+    assert not sarvam.calls
+    assert "transcode — ok: 16 kHz mono WAV, 11.0 s (decoding stops at 11 s)" in why
 
 
 @pytest.mark.parametrize("audio", [b"OggS" + bytes(range(256)) * 20, b""],
