@@ -13,13 +13,20 @@ from collections.abc import AsyncIterator
 from functools import partial
 from html import escape
 
-from telegram import Audio, Message, ReplyParameters, Update, Voice
+from telegram import Audio, Document, Message, ReplyParameters, Update, Voice
 from telegram.constants import ChatAction, ChatType
 from telegram.error import Conflict, Forbidden, NetworkError, RetryAfter, TelegramError
 from telegram.ext import ApplicationHandlerStop, CallbackContext, ExtBot
 
-from bot.commands import help_reply, lang_reply, mode_reply, why_reply
-from bot.incoming import asker_of, command_argument, is_voice_for_bot, question_text
+from bot.commands import help_reply, lang_reply, mode_reply, notice_reply, why_reply
+from bot.incoming import (
+    asker_of,
+    command_argument,
+    is_voice_for_bot,
+    message_kind,
+    question_text,
+    unknown_command,
+)
 from bot.messages import t
 from bot.questions import answer_text, answer_voice
 from bot.services import Asker, Reply, Services, VoiceNote
@@ -51,11 +58,12 @@ async def on_text(update: Update, context: BotContext) -> None:
 
 
 async def on_voice(update: Update, context: BotContext) -> None:
-    """A voice note or audio file (in groups only as a reply to the bot)."""
+    """A voice note, audio file or audio document (an .ogg sent as a file) (in groups only as a
+    reply to the bot)."""
     message = update.effective_message
     if not is_voice_for_bot(message, context.bot.id):
         return
-    media = message.voice or message.audio
+    media = message.voice or message.audio or message.document
     # to_dict() gives the duration in seconds as sent; the attribute warns that it becomes a
     # timedelta in PTB 23.
     note = VoiceNote(media.file_size, media.to_dict().get("duration"),
@@ -66,7 +74,22 @@ async def on_voice(update: Update, context: BotContext) -> None:
     await send(context, asker, reply)
 
 
-async def download(media: Voice | Audio) -> bytes:
+async def on_other(update: Update, context: BotContext) -> None:
+    """A private message no other handler took (an unknown command, a sticker, a photo, a
+    video note, a non-audio document, ...): say what the bot understands, and log it."""
+    message = update.effective_message
+    asker = asker_of(message)
+    command = unknown_command(message)
+    log.info("unsupported_message chat_id=%d kind=%s command=%s", asker.chat_id,
+             message_kind(message), command or "-")
+    if command is not None:
+        reply = await notice_reply(context.services, asker, "unknown_command", command=command)
+    else:
+        reply = await notice_reply(context.services, asker, "unsupported_message")
+    await send(context, asker, reply)
+
+
+async def download(media: Voice | Audio | Document) -> bytes:
     """getFile, then the file's bytes (in memory)."""
     file = await media.get_file()
     return bytes(await file.download_as_bytearray())

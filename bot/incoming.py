@@ -53,6 +53,26 @@ def is_voice_for_bot(message: Message, bot_id: int) -> bool:
     return is_private(message) or is_reply_to_bot(message, bot_id)
 
 
+_KINDS = ("sticker", "photo", "video_note", "video", "animation", "document", "audio", "voice",
+          "location", "venue", "contact", "poll", "dice", "game", "story", "text")
+
+
+def message_kind(message: Message) -> str:
+    """What ``message`` carries, for logs: ``command``, ``sticker``, ``photo``, ``video_note``,
+    ``document``, ... (the first of those it has), else ``other``."""
+    if unknown_command(message) is not None:
+        return "command"
+    return next((kind for kind in _KINDS if getattr(message, kind, None)), "other")
+
+
+def unknown_command(message: Message) -> str | None:
+    """The command a text starts with (``/foo``, without ``@bot``), else None. Called on
+    messages no command handler took, so the command is one the bot does not know."""
+    text = message.text or ""
+    command = text.split()[0].split("@")[0] if text.startswith("/") else ""
+    return command if len(command) > 1 else None
+
+
 def command_argument(args: list[str] | None) -> str | None:
     """The text after a command (PTB's ``context.args``), or None when there is none."""
     return " ".join(args) if args else None

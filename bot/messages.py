@@ -176,6 +176,13 @@ MESSAGES: dict[str, dict[str, str]] = {
         "te": "తెలియని కమాండ్ {command}. నేను టైప్ చేసిన ప్రశ్నలు, వాయిస్ నోట్‌లు అర్థం "
               "చేసుకుంటాను; కమాండ్‌ల జాబితా కోసం /help పంపండి.",
     },
+    "unsupported_message": {
+        "en": "I understand text questions and voice notes; /help says more.",
+        "hi": "मैं लिखे हुए सवाल और वॉइस नोट समझता हूँ; ज़्यादा जानकारी के लिए /help भेजें।",
+        "gu": "હું લખેલા પ્રશ્નો અને વૉઇસ નોટ સમજું છું; વધુ માહિતી માટે /help મોકલો.",
+        "te": "నేను టైప్ చేసిన ప్రశ్నలు, వాయిస్ నోట్‌లు అర్థం చేసుకుంటాను; మరిన్ని వివరాలకు "
+              "/help పంపండి.",
+    },
     "no_audio_file": {
         "en": "No audio file at {path}: it does not exist, cannot be read, or is a folder or a "
               "device. Give the path of an audio file such as .ogg, .wav or .mp3.",

@@ -5,8 +5,10 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import re
+import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
 
@@ -82,6 +84,18 @@ def shown(call: Call) -> str:
 
 async def replies(tg: FakeTelegram, n: int = 1, timeout: float = 20) -> list[str]:
     return [shown(c) for c in await tg.wait_for("sendMessage", n, timeout)]
+
+
+_message_ids = itertools.count(900_000)
+
+
+async def push_message(tg: FakeTelegram, content: dict, *, chat_id: int = CHAT,
+                       language_code: str = "en") -> dict:
+    """Queue a private message from user ``chat_id`` carrying ``content`` (e.g. a sticker)."""
+    user = {"id": chat_id, "is_bot": False, "first_name": "Asha", "language_code": language_code}
+    message = {"message_id": next(_message_ids), "date": int(time.time()), "from": user,
+               "chat": {"id": chat_id, "type": "private", "first_name": "Asha"}, **content}
+    return await tg.push_update({"message": message})
 
 
 async def last_decision(settings: Settings, chat_id: int = CHAT):
@@ -275,6 +289,63 @@ async def test_unfetchable_voice_file_gets_the_generic_error_reply(bot, tg, capl
     [first, second] = await replies(tg, 2)
     assert "Something went wrong on my side. Please try again." in (first, second)
     assert "unhandled_error" in caplog.text
+
+
+# ------------------------------------------------------------------ not questions
+
+
+async def test_unknown_command_in_private_gets_a_reply_and_a_log_line(bot, tg, caplog):
+    caplog.set_level(logging.INFO, logger="bot.handlers")
+    await tg.push_text(CHAT, "/foo bar")
+    [reply] = await replies(tg)
+    assert reply == ("Unknown command /foo. I understand text questions and voice notes; /help "
+                     "lists the commands.")
+    assert "unsupported_message chat_id=4242 kind=command command=/foo" in caplog.text
+
+
+async def test_sticker_photo_video_note_and_document_get_a_reply_in_the_users_language(
+        bot, tg, caplog):
+    caplog.set_level(logging.INFO, logger="bot.handlers")
+    file = {"file_id": "F1", "file_unique_id": "U1"}
+    contents = {
+        "sticker": {"sticker": {**file, "type": "regular", "width": 512, "height": 512,
+                                "is_animated": False, "is_video": False}},
+        "photo": {"photo": [{**file, "width": 90, "height": 90}]},
+        "video_note": {"video_note": {**file, "length": 240, "duration": 3}},
+        "document": {"document": {**file, "file_name": "notes.pdf",
+                                  "mime_type": "application/pdf"}},
+    }
+    for content in contents.values():
+        await push_message(tg, content, language_code="te")
+    shown_replies = await replies(tg, len(contents))
+    assert shown_replies == [
+        "నేను టైప్ చేసిన ప్రశ్నలు, వాయిస్ నోట్‌లు అర్థం చేసుకుంటాను; మరిన్ని వివరాలకు /help "
+        "పంపండి."] * len(contents)
+    for kind in contents:
+        assert f"unsupported_message chat_id=4242 kind={kind} command=-" in caplog.text
+
+
+async def test_ogg_sent_as_a_document_is_answered_like_a_voice_note(bot, tg, sarvam):
+    sarvam.enqueue(Reply(transcript=XBOX, language_code="en-IN"))
+    ogg = make_voice_note("xbox", "en")
+    file_id = tg.add_file(ogg, folder="documents", suffix=".ogg")
+    await push_message(tg, {"document": {"file_id": file_id, "file_unique_id": "U-doc",
+                                         "file_name": "question.ogg", "mime_type": "audio/ogg",
+                                         "file_size": len(ogg)}})
+    [answer] = await replies(tg)
+    assert answer.startswith(f"You said: {XBOX}") and "Sources" in answer
+    assert len(sarvam.calls) == 1
+
+
+async def test_sticker_in_a_group_gets_no_reply(bot, tg):
+    group = {"id": -1001, "type": "supergroup", "title": "G"}
+    await push_message(tg, {"chat": group, "sticker": {
+        "file_id": "F1", "file_unique_id": "U1", "type": "regular", "width": 512,
+        "height": 512, "is_animated": False, "is_video": False}})
+    await tg.push_text(CHAT, "/help")
+    [reply] = await replies(tg)
+    assert "Ask me a question" in reply
+    assert [int(c.params["chat_id"]) for c in tg.calls if c.method == "sendMessage"] == [CHAT]
 
 
 # ------------------------------------------------------------------------ Telegram limits

@@ -10,7 +10,7 @@ from telegram import Chat, Message, MessageEntity, User
 
 from bot.app import main
 from bot.console import to_plain
-from bot.incoming import asker_of, is_voice_for_bot, question_text
+from bot.incoming import asker_of, is_voice_for_bot, message_kind, question_text, unknown_command
 from bot.ratelimit import RateLimiter
 from bot.services import Asker, ui_language
 from bot.settings import Settings
@@ -65,6 +65,14 @@ def test_group_reply_to_the_bot_is_a_question():
     assert question_text(message, BOT_NAME, BOT_ID) == "and in 2010?"
     assert is_voice_for_bot(message, BOT_ID)
     assert not is_voice_for_bot(_message("", "group"), BOT_ID)
+
+
+def test_unknown_command_is_the_first_word_without_the_bot_name():
+    assert unknown_command(_message(f"/foo@{BOT_NAME} bar")) == "/foo"
+    assert unknown_command(_message("/")) is None
+    assert unknown_command(_message("what is /foo")) is None
+    assert message_kind(_message("/foo")) == "command"
+    assert message_kind(_message("hello")) == "text"
 
 
 def test_asker_carries_chat_user_message_and_interface_language():
