@@ -23,10 +23,9 @@ from bot.audio import (
 )
 from bot.messages import t
 from bot.render import render_result
-from bot.services import Asker, Reply, Services, VoiceNote, ui_language
+from bot.services import Asker, Reply, Services, VoiceNote, script_language, ui_language
 from rag.errors import ServiceError
 from rag.generative import ask_generative
-from rag.language import detect_language
 from rag.stt import Transcript
 from rag.types import Result, Status, Trace
 from storage.db import ChatSettings
@@ -42,12 +41,12 @@ async def answer_text(services: Services, asker: Asker, text: str) -> Reply:
         records nothing).
     """
     chat = await services.db.get_chat_settings(asker.chat_id)
-    limited = _rate_limited(services, asker, ui_language(chat.lang, asker, detect_language(text)))
+    limited = _rate_limited(services, asker, ui_language(chat.lang, asker, script_language(text)))
     if limited is not None:
         return limited
     result = await _ask(services, text, chat, hint_lang=None)
     decision_id = await _record(services, asker, "text", result)
-    return Reply(render_result(result, result.lang), decision_id)
+    return Reply(render_result(result, _reply_lang(result, chat, asker)), decision_id)
 
 
 async def answer_voice(services: Services, asker: Asker, voice: VoiceNote) -> Reply:
@@ -72,7 +71,20 @@ async def answer_voice(services: Services, asker: Asker, voice: VoiceNote) -> Re
     result = await _ask(services, heard.text, chat, hint_lang=heard.language)
     result.trace.stages[:0] = trace.stages
     decision_id = await _record(services, asker, "voice", result, heard)
-    return Reply(render_result(result, result.lang, transcript=heard.text), decision_id)
+    lang = _reply_lang(result, chat, asker, heard)
+    return Reply(render_result(result, lang, transcript=heard.text), decision_id)
+
+
+def _reply_lang(result: Result, chat: ChatSettings, asker: Asker,
+                heard: Transcript | None = None) -> str:
+    """The question's language ``result.lang`` when something determined it: the chat's
+    ``/lang``, speech-to-text's language code (en/hi/gu/te), or the script of the question.
+    Otherwise (emoji, digits, Chinese, a Tamil voice note) the pipeline's ``en`` is only a
+    default, so the reply follows the chat or the user (see :func:`ui_language`)."""
+    if chat.lang != "auto" or (heard is not None and heard.language) \
+            or script_language(result.query):
+        return result.lang
+    return ui_language(chat.lang, asker)
 
 
 class _VoiceRefused(Exception):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import unicodedata
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from bot.ratelimit import RateLimiter
 from bot.settings import Settings
 from rag.generative import OpenRouterClient
-from rag.language import normalise_language
+from rag.language import detect_language, normalise_language
 from rag.pipeline import Pipeline
 from rag.stt import SarvamSTT
 from storage.db import Database
@@ -123,3 +124,16 @@ def ui_language(chat_lang: str, asker: Asker, fallback: str | None = None) -> st
     if chat_lang != "auto":
         return chat_lang
     return fallback or asker.interface_lang or "en"
+
+
+def script_language(text: str) -> str | None:
+    """The corpus language ``text`` is written in, judged by its letters: ``te``/``gu``/``hi``
+    when it has Telugu, Gujarati or Devanagari letters (the most wins, as in
+    ``rag.language.detect_language``), ``en`` when at least half its letters are Latin, else
+    None: no letters (emoji, digits) or mostly another script (Tamil, Chinese)."""
+    indic = detect_language(text)
+    if indic != "en":
+        return indic
+    letters = [ch for ch in text if ch.isalpha()]
+    n_latin = sum(unicodedata.name(ch, "").startswith("LATIN") for ch in letters)
+    return "en" if letters and 2 * n_latin >= len(letters) else None

@@ -291,6 +291,38 @@ async def test_unfetchable_voice_file_gets_the_generic_error_reply(bot, tg, capl
     assert "unhandled_error" in caplog.text
 
 
+# ------------------------------------------------------------- language of refusals
+
+
+@pytest.mark.parametrize(("text", "language_code", "expected"), [
+    ("😀😀🎉🔥", "te", "మీ ప్రశ్న చాలా చిన్నది. దయచేసి కొన్ని పదాల్లో అడగండి."),
+    ("1234567890", "hi-IN", "आपका सवाल बहुत छोटा है। कृपया कुछ शब्दों में पूछें।"),
+    ("印度总理是谁？", "gu", "હું ફક્ત અંગ્રેજી, હિન્દી, ગુજરાતી અને તેલુગુ સમજું છું."),
+    ("印度总理是谁？", "fr", "I understand only English, Hindi, Gujarati and Telugu."),
+], ids=["emoji-te", "digits-hi", "chinese-gu", "chinese-fr-gets-english"])
+async def test_text_in_no_supported_script_is_refused_in_the_users_language(
+        bot, tg, text, language_code, expected):
+    await tg.push_text(CHAT, text, language_code=language_code)
+    [reply] = await replies(tg)
+    assert reply == expected
+
+
+async def test_text_in_no_supported_script_follows_the_chat_language_over_telegrams(bot, tg):
+    await tg.push_text(CHAT, "/lang te", language_code="hi")
+    await replies(tg)
+    await tg.push_text(CHAT, "😀😀🎉🔥", language_code="hi")
+    [reply] = await replies(tg)
+    assert reply == "మీ ప్రశ్న చాలా చిన్నది. దయచేసి కొన్ని పదాల్లో అడగండి."
+
+
+async def test_tamil_voice_note_from_a_hindi_user_is_refused_in_hindi(bot, tg, sarvam):
+    sarvam.enqueue(Reply(transcript="இந்தியாவின் பிரதமர் யார்?", language_code="ta-IN"))
+    await tg.push_voice(CHAT, make_voice_note("hello", "en"), duration_s=1, language_code="hi")
+    [reply] = await replies(tg)
+    assert reply == "आपने कहा: இந்தியாவின் பிரதமர் யார்?\n\nमैं केवल अंग्रेज़ी, हिंदी, गुजराती और " \
+                    "तेलुगु समझता हूँ।"
+
+
 # ------------------------------------------------------------------ not questions
 
 

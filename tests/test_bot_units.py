@@ -12,7 +12,7 @@ from bot.app import main
 from bot.console import to_plain
 from bot.incoming import asker_of, is_voice_for_bot, message_kind, question_text, unknown_command
 from bot.ratelimit import RateLimiter
-from bot.services import Asker, ui_language
+from bot.services import Asker, script_language, ui_language
 from bot.settings import Settings
 from bot.startup import StartupError, check_startup
 
@@ -86,6 +86,15 @@ def test_ui_language_prefers_chat_choice_then_script_then_telegram_language():
     assert ui_language("auto", asker, "hi") == "hi"
     assert ui_language("auto", asker) == "te"
     assert ui_language("auto", Asker(1, 1, language_code="fr")) == "en"
+
+
+@pytest.mark.parametrize(("text", "lang"), [
+    ("what is rust", "en"), ("Xbox 360 की कीमत", "hi"), ("ગુજરાતની રાજધાની", "gu"),
+    ("తెలంగాణ రాజధాని", "te"), ("😀🎉 1234", None), ("印度总理是谁？", None),
+    ("இந்தியாவின் பிரதமர் யார்?", None), ("", None),
+])
+def test_script_language_is_none_when_no_supported_script_decides(text, lang):
+    assert script_language(text) == lang
 
 
 def test_settings_read_sections_allow_list_and_paas_port():
