@@ -11,6 +11,7 @@ import logging
 from html import escape
 
 from bot.messages import language_name, t
+from bot.questions import rate_limited_reply
 from bot.render import render_trace
 from bot.services import Asker, Reply, Services, ui_language
 from storage.db import CHAT_LANGS, MODES
@@ -33,10 +34,14 @@ async def notice_reply(services: Services, asker: Asker, key: str, **args: objec
 
 async def why_reply(services: Services, asker: Asker) -> Reply:
     """The full decision chain of the chat's last question (from the database, so it survives
-    restarts): each stage's decision, detail and milliseconds, in that question's language."""
+    restarts): each stage's decision, detail and milliseconds, in that question's language.
+    Counts against the user's rate limit like a question."""
+    chat = await services.db.get_chat_settings(asker.chat_id)
+    limited = rate_limited_reply(services, asker, ui_language(chat.lang, asker))
+    if limited is not None:
+        return limited
     stored = await services.db.last_decision(asker.chat_id)
     if stored is None:
-        chat = await services.db.get_chat_settings(asker.chat_id)
         return Reply([escape(t("why_empty", ui_language(chat.lang, asker)))])
     result = stored.result
     return Reply(render_trace(result.trace, result.lang, query=result.query or stored.transcript))

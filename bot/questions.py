@@ -41,7 +41,8 @@ async def answer_text(services: Services, asker: Asker, text: str) -> Reply:
         records nothing).
     """
     chat = await services.db.get_chat_settings(asker.chat_id)
-    limited = _rate_limited(services, asker, ui_language(chat.lang, asker, script_language(text)))
+    ui = ui_language(chat.lang, asker, script_language(text))
+    limited = rate_limited_reply(services, asker, ui)
     if limited is not None:
         return limited
     result = await _ask(services, text, chat, hint_lang=None)
@@ -60,7 +61,7 @@ async def answer_voice(services: Services, asker: Asker, voice: VoiceNote) -> Re
     """
     chat = await services.db.get_chat_settings(asker.chat_id)
     ui = ui_language(chat.lang, asker)
-    limited = _rate_limited(services, asker, ui)
+    limited = rate_limited_reply(services, asker, ui)
     if limited is not None:
         return limited
     trace = Trace()
@@ -167,7 +168,9 @@ async def _ask(services: Services, query: str, chat: ChatSettings,
                                       hint_lang)
 
 
-def _rate_limited(services: Services, asker: Asker, ui: str) -> Reply | None:
+def rate_limited_reply(services: Services, asker: Asker, ui: str) -> Reply | None:
+    """Count one request of ``asker`` against the per-user limit: None when allowed, else the
+    "please wait N s" reply in ``ui`` (and nothing is counted)."""
     if asker.user_id is None:
         return None
     wait_s = services.limiter.wait_s(asker.user_id, services.clock())

@@ -19,6 +19,13 @@ TELEGRAM_TEXT_LIMIT = 4096
 """Characters per message (Telegram counts after entity parsing; raw HTML is longer, so safe)."""
 EXCERPT_CHARS = 200
 """Longest passage excerpt shown under an answer, in characters (before escaping)."""
+WHY_QUERY_CHARS = 200
+"""Longest question shown by ``/why``, in characters (before escaping): with the stage details
+cut to ``WHY_DETAIL_CHARS``, a whole trace fits one message even after a 4,000-character
+question."""
+WHY_DETAIL_CHARS = 300
+"""Longest stage detail shown by ``/why``, in characters (the longest the pipeline writes, three
+hits with scores or a gate summary, are well under this; error texts can be longer)."""
 
 _UNIT_RE = re.compile(r"<[^<>]+>|&#?[A-Za-z0-9]+;|.", re.DOTALL)
 _TAG_RE = re.compile(r"<[^<>]+>")
@@ -50,8 +57,9 @@ def render_result(result: Result, lang: str, transcript: str | None = None) -> l
 
 
 def render_trace(stages: Trace | Iterable[Stage], lang: str, query: str | None = None) -> list[str]:
-    """HTML for ``/why``: a header, the question (if given), one line per stage
-    ``name — decision: detail (elapsed ms to 1 decimal)``, then the total in ms.
+    """HTML for ``/why``: a header, the question (if given, cut to about ``WHY_QUERY_CHARS``),
+    one line per stage ``name — decision: detail (elapsed ms to 1 decimal)`` (details cut to
+    about ``WHY_DETAIL_CHARS``), then the total in ms.
 
     An empty trace gives the "nothing to explain yet" message.
     """
@@ -60,9 +68,10 @@ def render_trace(stages: Trace | Iterable[Stage], lang: str, query: str | None =
         return [escape(t("why_empty", lang))]
     lines = [f"<b>{escape(t('why_header', lang))}</b>"]
     if query:
-        lines.append(escape(t("why_query", lang, query=query)))
+        lines.append(escape(t("why_query", lang, query=excerpt_of(query, WHY_QUERY_CHARS))))
     for stage in stage_list:
-        detail = f": {escape(stage.detail)}" if stage.detail else ""
+        detail = excerpt_of(stage.detail, WHY_DETAIL_CHARS)
+        detail = f": {escape(detail)}" if detail else ""
         lines.append(
             f"<code>{escape(stage.name)}</code> — {escape(stage.decision)}{detail} "
             f"({stage.elapsed_ms:.1f} ms)"

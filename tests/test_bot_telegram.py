@@ -469,6 +469,29 @@ async def test_rate_limit_asks_the_user_to_wait(tg, bot_settings, pipeline):
     assert int(re.search(r"\d+", reply).group()) in range(55, 61)
 
 
+async def test_why_counts_against_the_rate_limit(tg, bot_settings, pipeline):
+    settings = replace(bot_settings, bot=replace(bot_settings.bot, rate_limit_n=2,
+                                                 rate_limit_window_s=60))
+    async with running(settings, pipeline):
+        await tg.push_text(CHAT, PM)
+        await replies(tg)
+        await tg.push_text(CHAT, "/why")
+        [why] = await replies(tg)
+        await tg.push_text(CHAT, "/why")
+        [limited] = await replies(tg)
+    assert why.startswith("How I decided the last answer:")
+    assert re.fullmatch(r"Too many messages: please wait \d+ s\.", limited)
+
+
+async def test_why_after_a_4000_character_question_is_one_message(bot, tg):
+    await tg.push_text(CHAT, "how & why < > " * 300)  # 4,200 characters
+    await replies(tg)
+    await tg.push_text(CHAT, "/why")
+    await asyncio.sleep(1)  # let any further parts of the reply arrive
+    [why] = [shown(c) for c in tg.calls if c.method == "sendMessage"][1:]
+    assert why.startswith("How I decided the last answer:\nQuestion: how & why < >")
+
+
 async def test_group_chat_ignores_plain_messages_and_answers_mentions(bot, tg):
     group = -1001
     await tg.push_text(group, XBOX, chat_type="supergroup", user_id=7)

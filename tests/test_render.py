@@ -8,7 +8,14 @@ import string
 import pytest
 
 from bot.messages import LANGUAGE_NAMES, MESSAGES, t
-from bot.render import excerpt_of, render_result, render_trace, split_message
+from bot.render import (
+    WHY_DETAIL_CHARS,
+    WHY_QUERY_CHARS,
+    excerpt_of,
+    render_result,
+    render_trace,
+    split_message,
+)
 from rag.types import LANGUAGES, Citation, Result, Status, Trace
 from standins.telegram import HtmlError, parse_html
 
@@ -225,6 +232,23 @@ def test_why_in_telugu_uses_telugu_labels_and_accepts_a_stage_list():
     trace.add("input_guard", "refused", "empty: no text", 0.02)
     [message] = render_trace(trace.stages, "te")
     assert "చివరి సమాధానం" in message and "మొత్తం" in message
+
+
+def test_why_after_a_4000_character_question_is_one_message_with_question_and_details_cut():
+    question = "& < > " * 700  # 4,200 characters, ~17,000 once escaped
+    trace = Trace()
+    trace.add("input_guard", "refused", f"too_long: {len(question)} chars > 1000", 0.1)
+    trace.add("transcode", "error", "AudioError: " + "ffmpeg said no " * 200, 3.0)
+
+    [message] = render_trace(trace, "en", query=question)
+
+    shown = parse_html(message)
+    question_line, detail_line = shown.split("\n")[1], shown.split("\n")[3]
+    assert question_line.startswith("Question: & < > &") and question_line.endswith("…")
+    assert len(question_line) <= len("Question: ") + WHY_QUERY_CHARS + 1
+    assert detail_line.startswith("transcode — error: AudioError: ffmpeg said no")
+    assert len(detail_line) <= WHY_DETAIL_CHARS + 50
+    assert "too_long: 4200 chars > 1000" in shown
 
 
 def test_why_without_a_trace_says_there_is_nothing_yet():
