@@ -19,6 +19,9 @@ TELEGRAM_TEXT_LIMIT = 4096
 """Characters per message (Telegram counts after entity parsing; raw HTML is longer, so safe)."""
 EXCERPT_CHARS = 200
 """Longest passage excerpt shown under an answer, in characters (before escaping)."""
+TRANSCRIPT_CHARS = 300
+"""Longest transcript echoed above a voice answer ("You said: …"), in characters: enough for
+any question the pipeline accepts to be recognisable, short of flooding the chat."""
 WHY_QUERY_CHARS = 200
 """Longest question shown by ``/why``, in characters (before escaping): with the stage details
 cut to ``WHY_DETAIL_CHARS``, a whole trace fits one message even after a 4,000-character
@@ -36,7 +39,8 @@ _TOO_LONG_RE = re.compile(r"> ?(\d+)")
 def render_result(result: Result, lang: str, transcript: str | None = None) -> list[str]:
     """HTML messages for one question's outcome, in the user's language ``lang``.
 
-    Paragraphs, in order: the transcript line (voice only, when ``transcript`` is given), then
+    Paragraphs, in order: the transcript line (voice only, when ``transcript`` is given; cut to
+    about ``TRANSCRIPT_CHARS``), then
     either the answer (with a low-confidence note when flagged, and a note when the answer's
     passage is in another language) followed by the cited passages (id, language, score to 3
     decimals, an excerpt of about ``EXCERPT_CHARS`` characters), or the refusal/error wording;
@@ -48,7 +52,8 @@ def render_result(result: Result, lang: str, transcript: str | None = None) -> l
     """
     parts: list[str] = []
     if transcript is not None:
-        parts.append(f"<i>{escape(t('you_said', lang))}</i> {escape(transcript)}")
+        heard = excerpt_of(transcript, TRANSCRIPT_CHARS)
+        parts.append(f"<i>{escape(t('you_said', lang))}</i> {escape(heard)}")
     if result.status is Status.ANSWERED:
         parts.extend(_answer_parts(result, lang))
     else:

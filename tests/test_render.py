@@ -9,6 +9,7 @@ import pytest
 
 from bot.messages import LANGUAGE_NAMES, MESSAGES, t
 from bot.render import (
+    TRANSCRIPT_CHARS,
     WHY_DETAIL_CHARS,
     WHY_QUERY_CHARS,
     excerpt_of,
@@ -111,6 +112,19 @@ def test_html_special_characters_in_passages_answer_and_transcript_are_escaped()
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp;" in message
     assert "<code>en-1-&lt;0&gt;</code>" in message
     assert parse_html(message).count(evil) == 3
+
+
+def test_long_transcript_is_echoed_cut_to_about_300_chars_in_one_message():
+    transcript = " ".join(f"word{i}" for i in range(4000))  # ~30,000 characters
+    result = Result(Status.REFUSED_BAD_INPUT, transcript, "en",
+                    message="bad input: too_long (30000 chars > 1000)")
+
+    [message] = render_result(result, "en", transcript=transcript)
+
+    heard = parse_html(message).split("\n\n")[0]
+    assert heard.startswith("You said: word0 word1 ") and heard.endswith("…")
+    assert len(heard) <= len("You said: ") + TRANSCRIPT_CHARS + 1
+    assert "1000 characters" in message
 
 
 def test_long_excerpt_is_cut_at_a_word_to_about_200_chars():
