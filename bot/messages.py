@@ -43,6 +43,16 @@ MESSAGES: dict[str, dict[str, str]] = {
         "gu": "આ મને મારા સ્રોતોમાં મળ્યું નહીં: કોઈ ફકરો મેળ ખાતો નથી (લઘુત્તમ મર્યાદા {floor}).",
         "te": "ఇది నా మూలాల్లో దొరకలేదు: ఏ భాగమూ సరిపోలలేదు (కనీస పరిమితి {floor}).",
     },
+    "refused_unanswerable_scored": {
+        "en": "My sources have a related passage (score {score}, above the floor {floor}), but "
+              "it does not actually answer this question.",
+        "hi": "मेरे स्रोतों में एक मिलता-जुलता अंश है (स्कोर {score}, न्यूनतम सीमा {floor} से "
+              "ऊपर), पर वह असल में इस सवाल का जवाब नहीं देता।",
+        "gu": "મારા સ્રોતોમાં એક મળતો આવતો ફકરો છે (સ્કોર {score}, લઘુત્તમ મર્યાદા {floor} થી "
+              "ઉપર), પણ તે ખરેખર આ પ્રશ્નનો જવાબ આપતો નથી.",
+        "te": "నా మూలాల్లో సంబంధిత భాగం ఉంది (స్కోర్ {score}, కనీస పరిమితి {floor} కంటే "
+              "ఎక్కువ), కానీ అది నిజంగా ఈ ప్రశ్నకు సమాధానం ఇవ్వదు.",
+    },
     "refused_unanswerable": {
         "en": "My sources do not answer this question.",
         "hi": "मेरे स्रोतों में इस सवाल का जवाब नहीं है।",

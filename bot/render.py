@@ -44,7 +44,8 @@ def render_result(result: Result, lang: str, transcript: str | None = None) -> l
     either the answer (with a low-confidence note when flagged, and a note when the answer's
     passage is in another language) followed by the cited passages (id, language, score to 3
     decimals, an excerpt of about ``EXCERPT_CHARS`` characters), or the refusal/error wording;
-    ``refused-no-match`` states the best score and the floor to 3 decimals.
+    ``refused-no-match`` states the best score and the floor to 3 decimals, and
+    ``refused-unanswerable`` that the closest passage (score above the floor) does not answer.
 
     Returns:
         One or more messages, each at most ``TELEGRAM_TEXT_LIMIT`` characters with balanced
@@ -119,6 +120,10 @@ def _refusal_text(result: Result, lang: str) -> str:
             return t("refused_no_passages", lang, floor=floor)
         case Status.REFUSED_NO_MATCH:
             return t("refused_no_match", lang, score=score, floor=floor)
+        case Status.REFUSED_UNANSWERABLE if result.top_score is not None \
+                and result.floor is not None:
+            # the gate refuses after the relevance guard passed: the score is above the floor
+            return t("refused_unanswerable_scored", lang, score=score, floor=floor)
         case Status.REFUSED_UNANSWERABLE | Status.REFUSED_UNGROUNDED:
             key = result.status.value.replace("-", "_")
             text = t(key, lang)

@@ -73,6 +73,21 @@ def test_ungrounded_refusal_adds_score_line_when_numbers_are_known():
     assert "will not guess" in message and "0.900" in message and "0.840" in message
 
 
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_unanswerable_refusal_says_the_passage_above_the_floor_does_not_answer(lang):
+    result = Result(Status.REFUSED_UNANSWERABLE, "q", lang, top_score=0.8594, floor=0.84)
+    [message] = render_result(result, lang)
+    assert message == t("refused_unanswerable_scored", lang, score="0.859", floor="0.840")
+    if lang == "en":
+        assert message == ("My sources have a related passage (score 0.859, above the floor "
+                           "0.840), but it does not actually answer this question.")
+
+
+def test_unanswerable_refusal_without_scores_says_the_sources_do_not_answer():
+    [message] = render_result(Result(Status.REFUSED_UNANSWERABLE, "q", "en"), "en")
+    assert message == "My sources do not answer this question."
+
+
 def test_hindi_result_renders_devanagari_labels():
     result = answered(lang="hi", answer="पेरिस फ्रांस की राजधानी है।", answer_lang="hi",
                       citations=[Citation("hi-1102432-5", "hi", 0.9, "पेरिस फ्रांस की राजधानी")])
