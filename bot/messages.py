@@ -241,6 +241,12 @@ MESSAGES: dict[str, dict[str, str]] = {
         "gu": "ઓછો વિશ્વાસ: શ્રેષ્ઠ મેળ {score} લઘુત્તમ મર્યાદા {floor} ની નજીક છે.",
         "te": "తక్కువ నమ్మకం: ఉత్తమ సరిపోలిక {score} కనీస పరిమితి {floor} కి దగ్గరగా ఉంది.",
     },
+    "generative_fallback": {
+        "en": "A generated answer was not available ({reason}); answered from the passage.",
+        "hi": "रचित जवाब उपलब्ध नहीं था ({reason}); जवाब सीधे अंश से दिया गया है।",
+        "gu": "રચિત જવાબ ઉપલબ્ધ ન હતો ({reason}); જવાબ સીધો ફકરામાંથી આપ્યો છે.",
+        "te": "రచిత సమాధానం అందుబాటులో లేదు ({reason}); సమాధానం నేరుగా భాగం నుండి ఇవ్వబడింది.",
+    },
     "sources": {"en": "Sources", "hi": "स्रोत", "gu": "સ્રોતો", "te": "మూలాలు"},
     "score": {"en": "score", "hi": "स्कोर", "gu": "સ્કોર", "te": "స్కోర్"},
     "you_said": {"en": "You said:", "hi": "आपने कहा:", "gu": "તમે કહ્યું:", "te": "మీరు అన్నారు:"},

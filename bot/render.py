@@ -40,9 +40,9 @@ def render_result(result: Result, lang: str, transcript: str | None = None) -> l
     """HTML messages for one question's outcome, in the user's language ``lang``.
 
     Paragraphs, in order: the transcript line (voice only, when ``transcript`` is given; cut to
-    about ``TRANSCRIPT_CHARS``), then
-    either the answer (with a low-confidence note when flagged, and a note when the answer's
-    passage is in another language) followed by the cited passages (id, language, score to 3
+    about ``TRANSCRIPT_CHARS``), then either the answer (with a low-confidence note when
+    flagged, a note when the answer's passage is in another language, and one when generative
+    mode fell back to the passage) followed by the cited passages (id, language, score to 3
     decimals, an excerpt of about ``EXCERPT_CHARS`` characters), or the refusal/error wording;
     ``refused-no-match`` states the best score and the floor to 3 decimals, and
     ``refused-unanswerable`` that the closest passage (score above the floor) does not answer.
@@ -95,6 +95,9 @@ def _answer_parts(result: Result, lang: str) -> list[str]:
                        floor=_fmt(result.floor)))
     if result.answer_lang and result.answer_lang != lang:
         notes.append(t("answer_from", lang, language=language_name(result.answer_lang, lang)))
+    fallback = result.trace.get("fallback")
+    if fallback is not None:  # generative mode answered extractively
+        notes.append(t("generative_fallback", lang, reason=fallback.decision))
     parts.extend(f"<i>{escape(note)}</i>" for note in notes)
     if result.citations:
         lines = [f"<b>{escape(t('sources', lang))}</b>"]

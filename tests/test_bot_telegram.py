@@ -19,6 +19,7 @@ from bot.settings import BotSettings, Settings, TelegramSettings
 from rag.generative import OpenRouterSettings
 from rag.stt import SarvamSettings
 from standins.openai import OpenAIStandin
+from standins.openai import Reply as LlmReply
 from standins.sarvam import Reply, SarvamStandin
 from standins.telegram import Call, FakeTelegram, parse_html
 from storage.db import Database
@@ -457,6 +458,20 @@ async def test_generative_mode_answers_through_the_llm_with_citations(bot, tg, l
     stored = await last_decision(bot_settings)
     assert stored.result.mode == "generative"
     assert stored.result.trace.get("generate") is not None
+
+
+async def test_generative_fallback_is_noted_under_the_passage_answer(bot, tg, llm, bot_settings):
+    llm.enqueue(LlmReply.error(500), LlmReply.error(500))
+    await tg.push_text(CHAT, "/mode generative")
+    await replies(tg)
+    await tg.push_text(CHAT, XBOX)
+    [answer] = await replies(tg)
+    stored = await last_decision(bot_settings)
+    fallback = stored.result.trace.get("fallback")
+    assert fallback is not None and stored.result.status == "answered"
+    assert (f"A generated answer was not available ({fallback.decision}); answered from the "
+            f"passage.") in answer
+    assert "Sources" in answer
 
 
 async def test_rate_limit_asks_the_user_to_wait(tg, bot_settings, pipeline):

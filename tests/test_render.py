@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import string
+from html import escape
 
 import pytest
 
@@ -86,6 +87,23 @@ def test_unanswerable_refusal_says_the_passage_above_the_floor_does_not_answer(l
 def test_unanswerable_refusal_without_scores_says_the_sources_do_not_answer():
     [message] = render_result(Result(Status.REFUSED_UNANSWERABLE, "q", "en"), "en")
     assert message == "My sources do not answer this question."
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_answer_after_a_generative_fallback_says_so_with_the_reason(lang):
+    trace = Trace()
+    trace.add("generate", "timeout", "no reply in 20 s", 20000.0)
+    trace.add("fallback", "timeout", "answering extractively: no reply in 20 s")
+    [message] = render_result(answered(lang=lang, answer_lang=lang, trace=trace), lang)
+    assert f"<i>{escape(t('generative_fallback', lang, reason='timeout'))}</i>" in message
+    if lang == "en":
+        assert ("A generated answer was not available (timeout); answered from the passage."
+                in message)
+
+
+def test_answer_without_a_fallback_has_no_fallback_note():
+    [message] = render_result(answered(), "en")
+    assert "generated answer" not in message
 
 
 def test_hindi_result_renders_devanagari_labels():
