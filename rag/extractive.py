@@ -1,8 +1,9 @@
 """Extractive answers: the best-supported sentence of the top passage, in the user's script.
 
 A sentence's support is the share of the query's content tokens it contains
-(:func:`rag.text.coverage`, which matches "cost" with "costs" and "कीमत" with "कीमतें"). Ties go to the earlier sentence. A sentence shorter than
-``MIN_ANSWER_CHARS`` is joined with the next one, so a bare heading is never the whole answer.
+(:func:`rag.text.coverage`, which matches "cost" with "costs" and "कीमत" with "कीमतें").
+Ties go to the earlier sentence. A sentence shorter than ``MIN_ANSWER_CHARS`` is joined with
+the next one, so a bare heading is never the whole answer.
 """
 
 from __future__ import annotations

@@ -48,7 +48,9 @@ class GateFeatures:
         return ", ".join(f"{k} {v:.3f}" for k, v in asdict(self).items())
 
 
-def gate_features(query: str, lang: str, hits: list[Hit], sentence: str, floor: float) -> GateFeatures:
+def gate_features(
+    query: str, lang: str, hits: list[Hit], sentence: str, floor: float
+) -> GateFeatures:
     """Compute the gate's signals; ``hits`` is non-empty, best first."""
     top = hits[0]
     same_group = sum(h.passage.query_id == top.passage.query_id for h in hits) / len(hits)
@@ -70,7 +72,8 @@ class GateVerdict:
     @property
     def detail(self) -> str:
         op = ">=" if self.is_answerable else "<"
-        return f"p {self.probability:.3f} {op} threshold {self.threshold:.3f}; {self.features.describe()}"
+        verdict = f"p {self.probability:.3f} {op} threshold {self.threshold:.3f}"
+        return f"{verdict}; {self.features.describe()}"
 
 
 @dataclass(frozen=True, slots=True)

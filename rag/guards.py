@@ -53,15 +53,21 @@ def check_input(query: str, settings: RagSettings) -> InputVerdict:
     if not text:
         return InputVerdict(False, "empty", text, "no text")
     if n_chars > settings.max_query_chars:
-        return InputVerdict(False, "too_long", text, f"{n_chars} chars > {settings.max_query_chars}")
+        return InputVerdict(
+            False, "too_long", text, f"{n_chars} chars > {settings.max_query_chars}"
+        )
     letters = [ch for ch in text if unicodedata.category(ch)[0] in "LM"]
     if len(letters) < settings.min_query_chars:
         return InputVerdict(False, "too_short", text, f"{len(letters)} letters")
     scripts = [unicodedata.name(ch, "UNKNOWN").split(" ")[0] for ch in letters]
     n_supported = sum(s in _SUPPORTED_SCRIPTS for s in scripts)
     if n_supported < len(letters) / 2:
-        return InputVerdict(False, "unsupported_language", text,
-                            f"{len(letters) - n_supported}/{len(letters)} letters outside en/hi/gu/te scripts")
+        return InputVerdict(
+            False,
+            "unsupported_language",
+            text,
+            f"{len(letters) - n_supported}/{len(letters)} letters outside en/hi/gu/te scripts",
+        )
     if _INJECTION.search(text):
         return InputVerdict(False, "injection", text, "prompt-injection phrasing")
     garbled = _garbled_reason(text, len(letters))
@@ -101,14 +107,18 @@ def check_relevance(top_score: float | None, lang: str, settings: RagSettings) -
     """
     floor = settings.floor(lang)
     if top_score is None:
-        return RelevanceVerdict(False, False, None, floor, f"no passages < floor {floor:.3f} ({lang})")
+        return RelevanceVerdict(
+            False, False, None, floor, f"no passages < floor {floor:.3f} ({lang})"
+        )
     if top_score < floor:
-        return RelevanceVerdict(False, False, top_score, floor,
-                                f"top {top_score:.3f} < floor {floor:.3f} ({lang})")
+        return RelevanceVerdict(
+            False, False, top_score, floor, f"top {top_score:.3f} < floor {floor:.3f} ({lang})"
+        )
     is_low = top_score < floor + settings.low_confidence_band
     band = " (low confidence)" if is_low else ""
-    return RelevanceVerdict(True, is_low, top_score, floor,
-                            f"top {top_score:.3f} >= floor {floor:.3f} ({lang}){band}")
+    return RelevanceVerdict(
+        True, is_low, top_score, floor, f"top {top_score:.3f} >= floor {floor:.3f} ({lang}){band}"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,4 +163,6 @@ def check_grounding(
         return GroundingVerdict(False, overlap, None, "none")
     similarity = float(np.max(source_vectors @ answer_vector))
     is_grounded = similarity >= settings.grounding_similarity
-    return GroundingVerdict(is_grounded, overlap, similarity, "similarity" if is_grounded else "none")
+    return GroundingVerdict(
+        is_grounded, overlap, similarity, "similarity" if is_grounded else "none"
+    )

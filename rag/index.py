@@ -120,20 +120,31 @@ def build_index(
         if lang != ALL:
             counts[lang] = int(mask.sum())
         graph = Index(
-            ndim=encoder.dim, metric="cos", dtype="f32", connectivity=params.connectivity,
-            expansion_add=params.expansion_add, expansion_search=params.expansion_search,
+            ndim=encoder.dim,
+            metric="cos",
+            dtype="f32",
+            connectivity=params.connectivity,
+            expansion_add=params.expansion_add,
+            expansion_search=params.expansion_search,
         )
         if mask.any():
             graph.add(labels[mask], vectors[mask])
         graph.save(str(index_dir / f"index-{lang}.usearch"))
     write_passages(index_dir / "passages.jsonl", passages)
     meta = IndexMeta(
-        version=INDEX_VERSION, encoder=encoder.name, dim=encoder.dim, metric="cos",
-        corpus_hash=corpus_hash(passages), n_passages=counts, search=params,
+        version=INDEX_VERSION,
+        encoder=encoder.name,
+        dim=encoder.dim,
+        metric="cos",
+        corpus_hash=corpus_hash(passages),
+        n_passages=counts,
+        search=params,
         built_at=datetime.now(UTC).isoformat(timespec="seconds"),
         build_s=round(time.perf_counter() - start, 2),
     )
-    (index_dir / "meta.json").write_text(json.dumps(asdict(meta), indent=2) + "\n", encoding="utf-8")
+    (index_dir / "meta.json").write_text(
+        json.dumps(asdict(meta), indent=2) + "\n", encoding="utf-8"
+    )
     return meta
 
 
@@ -150,7 +161,9 @@ class PassageIndex:
         self._label_by_id = {p.id: label for label, p in enumerate(passages)}
 
     @classmethod
-    def load(cls, index_dir: Path, encoder_name: str | None = None, view: bool = True) -> PassageIndex:
+    def load(
+        cls, index_dir: Path, encoder_name: str | None = None, view: bool = True
+    ) -> PassageIndex:
         """Open ``index_dir``; ``view=True`` memory-maps the graphs (~ms, no copy).
 
         Raises:
@@ -161,7 +174,8 @@ class PassageIndex:
         meta_path = index_dir / "meta.json"
         if not meta_path.is_file():
             raise IndexNotFoundError(
-                f"no index at {index_dir}: build it with `python -m rag build-index --out {index_dir}`"
+                f"no index at {index_dir}: build it with "
+                f"`python -m rag --index {index_dir} build-index`"
             )
         meta = IndexMeta.from_json(json.loads(meta_path.read_text(encoding="utf-8")))
         if meta.version != INDEX_VERSION:
@@ -207,11 +221,13 @@ class PassageIndex:
         if len(graph) == 0 or k <= 0:
             return []
         matches = graph.search(vector, min(k, len(graph)), exact=self.meta.search.exact, threads=1)
-        return [(int(key), 1.0 - float(dist)) for key, dist in zip(matches.keys, matches.distances)]
+        return [
+            (int(key), 1.0 - float(dist))
+            for key, dist in zip(matches.keys, matches.distances, strict=False)
+        ]
 
     def vectors(self, labels: Sequence[int]) -> np.ndarray:
         """Stored passage vectors, float32 (len(labels), dim), L2-normalised, in the order given."""
         got = self.graphs[ALL].get(np.asarray(labels, dtype=np.uint64))
         vectors = np.asarray(got, dtype=np.float32).reshape(len(labels), -1)
         return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-

@@ -50,9 +50,16 @@ class Prepared:
 
     def result(self, status: Status, **fields) -> Result:
         """A Result carrying this question's query, language, scores, floor and trace."""
-        return Result(status, self.query, self.lang, top_score=self.relevance.top_score,
-                      floor=self.relevance.floor, is_low_confidence=self.relevance.is_low_confidence,
-                      trace=self.trace, **fields)
+        return Result(
+            status,
+            self.query,
+            self.lang,
+            top_score=self.relevance.top_score,
+            floor=self.relevance.floor,
+            is_low_confidence=self.relevance.is_low_confidence,
+            trace=self.trace,
+            **fields,
+        )
 
 
 class Pipeline:
@@ -119,8 +126,9 @@ class Pipeline:
 
     def error_result(self, exc: Exception, query: str, lang: str | None, trace: Trace) -> Result:
         log.exception("pipeline error query_chars=%d", len(query or ""))
-        return Result(Status.ERROR, query, lang or "en", message=f"{type(exc).__name__}: {exc}",
-                      trace=trace)
+        return Result(
+            Status.ERROR, query, lang or "en", message=f"{type(exc).__name__}: {exc}", trace=trace
+        )
 
     def prepare(
         self, query: str, lang: str | None, hint_lang: str | None, trace: Trace
@@ -148,15 +156,27 @@ class Pipeline:
                 raise ValueError(f"language {query_lang!r} not in {LANGUAGES}")
             stage.decision, stage.detail = query_lang, how
         if not verdict.is_ok:
-            return Result(Status.REFUSED_BAD_INPUT, text, query_lang,
-                          message=f"bad input: {verdict.reason} ({verdict.detail})", trace=trace)
+            return Result(
+                Status.REFUSED_BAD_INPUT,
+                text,
+                query_lang,
+                message=f"bad input: {verdict.reason} ({verdict.detail})",
+                trace=trace,
+            )
 
         with trace.timed("embed") as stage:
             vector = self.encode_query(text)
             stage.detail = f"{self.encoder.name}, dim {vector.shape[0]}"
         with trace.timed("search") as stage:
-            hits = retrieve(self.index, vector, query_lang, s.top_k, is_explicit=is_explicit,
-                            language_bonus=s.language_bonus, pool_factor=s.pool_factor)
+            hits = retrieve(
+                self.index,
+                vector,
+                query_lang,
+                s.top_k,
+                is_explicit=is_explicit,
+                language_bonus=s.language_bonus,
+                pool_factor=s.pool_factor,
+            )
             stage.decision = f"{len(hits)} hits"
             stage.detail = ", ".join(f"{h.passage.id} {h.score:.3f}" for h in hits[:3])
         with trace.timed("relevance_guard") as stage:
@@ -164,8 +184,15 @@ class Pipeline:
             stage.decision = "passed" if relevance.is_ok else "refused"
             stage.detail = relevance.detail
         if not relevance.is_ok:
-            return Result(Status.REFUSED_NO_MATCH, text, query_lang, top_score=relevance.top_score,
-                          floor=relevance.floor, message=relevance.detail, trace=trace)
+            return Result(
+                Status.REFUSED_NO_MATCH,
+                text,
+                query_lang,
+                top_score=relevance.top_score,
+                floor=relevance.floor,
+                message=relevance.detail,
+                trace=trace,
+            )
         prepared = Prepared(text, query_lang, vector, hits, relevance, trace)
         if self.gate is None:
             return prepared
@@ -174,16 +201,18 @@ class Pipeline:
             stage.decision = "passed" if gate.is_answerable else "refused"
             stage.detail = gate.detail
         if not gate.is_answerable:
-            return prepared.result(Status.REFUSED_UNANSWERABLE,
-                                   message=f"not answerable: p {gate.probability:.3f} < "
-                                           f"{gate.threshold:.3f}")
+            return prepared.result(
+                Status.REFUSED_UNANSWERABLE,
+                message=f"not answerable: p {gate.probability:.3f} < {gate.threshold:.3f}",
+            )
         return prepared
 
     def gate_features(self, prepared: Prepared) -> GateFeatures:
         """The answerability gate's signals for a question that cleared the floor (~0.1 ms)."""
         sentence, _ = best_sentence(prepared.query, prepared.hits[0].passage, prepared.lang)
-        return gate_features(prepared.query, prepared.lang, prepared.hits, sentence,
-                             prepared.relevance.floor)
+        return gate_features(
+            prepared.query, prepared.lang, prepared.hits, sentence, prepared.relevance.floor
+        )
 
     def answer_extractive(self, prepared: Prepared) -> Result:
         """Best-supported sentence of the top passage (or its sibling in the query's language),
@@ -203,7 +232,9 @@ class Pipeline:
         if not grounding.is_grounded:
             return prepared.result(Status.REFUSED_UNGROUNDED, message=grounding.detail)
         return prepared.result(
-            Status.ANSWERED, answer=answer.text, answer_lang=answer.source.lang,
+            Status.ANSWERED,
+            answer=answer.text,
+            answer_lang=answer.source.lang,
             citations=self._citations(top, sibling, prepared.vector),
         )
 

@@ -28,7 +28,8 @@ def retrieve(
     """Top ``k`` hits for a query vector (float32, shape (dim,), L2-normalised), best first."""
     if is_explicit:
         return [
-            Hit(index.passages[label], score, score) for label, score in index.search(vector, lang, k)
+            Hit(index.passages[label], score, score)
+            for label, score in index.search(vector, lang, k)
         ]
     pool = index.search(vector, ALL, k * pool_factor)
     hits = []

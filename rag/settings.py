@@ -56,12 +56,14 @@ class RagSettings:
         return getattr(self, f"floor_{lang}", self.floor_en)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, prefix: str = "VOICE_RAG_") -> RagSettings:
+    def from_env(
+        cls, env: Mapping[str, str] | None = None, prefix: str = "VOICE_RAG_"
+    ) -> RagSettings:
         return settings_from_env(cls, os.environ if env is None else env, prefix)
 
 
 def settings_from_env(cls, env: Mapping[str, str], prefix: str):
-    """Build dataclass ``cls`` from ``{prefix}{FIELD}`` variables, converting to each field's type."""
+    """Build dataclass ``cls`` from ``{prefix}{FIELD}`` variables, converted to field types."""
     kwargs = {}
     for f in fields(cls):
         raw = env.get(prefix + f.name.upper())
@@ -81,4 +83,3 @@ def settings_from_env(cls, env: Mapping[str, str], prefix: str):
         else:
             kwargs[f.name] = raw
     return cls(**kwargs)
-

@@ -13,7 +13,9 @@ import unicodedata
 
 # Letters, digits and the Devanagari/Gujarati/Telugu blocks, except the dandas U+0964/U+0965.
 _WORD_CHARS = r"\w\u0900-\u0963\u0966-\u097F\u0A80-\u0AFF\u0C00-\u0C7F"
-_TOKEN = re.compile(rf"[^\W_][{_WORD_CHARS}]*|[\u0900-\u0963\u0966-\u097F\u0A80-\u0AFF\u0C00-\u0C7F]+")
+_TOKEN = re.compile(
+    rf"[^\W_][{_WORD_CHARS}]*|[\u0900-\u0963\u0966-\u097F\u0A80-\u0AFF\u0C00-\u0C7F]+"
+)
 _SENTENCE_END = re.compile(r"(?<=[.?!।॥])\s+|(?<=[।॥])")
 
 # Function words that carry no content, per language (short, hand-checked lists: the commonest

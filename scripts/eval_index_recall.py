@@ -35,11 +35,17 @@ from rag.types import LANGUAGES  # noqa: E402
 K = 10
 
 
-def report(graphs: dict, qvecs: np.ndarray, qlangs: list[str], targets: list[str], mode: str,
-           expansion_search: str) -> None:
+def report(
+    graphs: dict,
+    qvecs: np.ndarray,
+    qlangs: list[str],
+    targets: list[str],
+    mode: str,
+    expansion_search: str,
+) -> None:
     """Print recall@10 of HNSW vs exact search for each ef, overall and by query language."""
     exact_top, exact_ms = [], []
-    for q, target in zip(qvecs, targets):
+    for q, target in zip(qvecs, targets, strict=False):
         start = time.perf_counter()
         m = graphs[target].search(q, K, exact=True, threads=1)
         exact_ms.append((time.perf_counter() - start) * 1000)
@@ -50,17 +56,20 @@ def report(graphs: dict, qvecs: np.ndarray, qlangs: list[str], targets: list[str
     print(f"{'exact':<16}{1.0:>10.4f}{1.0:>7.2f}{np.median(exact_ms):>9.3f}")
     for ef in map(int, expansion_search.split(",")):
         recalls, times = [], []
-        for q, target, truth in zip(qvecs, targets, exact_top):
+        for q, target, truth in zip(qvecs, targets, exact_top, strict=False):
             graphs[target].expansion_search = ef
             start = time.perf_counter()
             m = graphs[target].search(q, K, threads=1)
             times.append((time.perf_counter() - start) * 1000)
             recalls.append(len(truth & set(m.keys.tolist())) / max(1, len(truth)))
         per_lang = "".join(
-            f"{np.mean([r for r, ql in zip(recalls, qlangs) if ql == lang]):>8.3f}"
-            for lang in LANGUAGES)
-        print(f"{'hnsw ef=' + str(ef):<16}{np.mean(recalls):>10.4f}{np.min(recalls):>7.2f}"
-              f"{np.median(times):>9.3f}{'':>22}{per_lang}")
+            f"{np.mean([r for r, ql in zip(recalls, qlangs, strict=False) if ql == lang]):>8.3f}"
+            for lang in LANGUAGES
+        )
+        print(
+            f"{'hnsw ef=' + str(ef):<16}{np.mean(recalls):>10.4f}{np.min(recalls):>7.2f}"
+            f"{np.median(times):>9.3f}{'':>22}{per_lang}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,8 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     sample = PassageIndex.load(args.index)
-    passages, vectors = replicate(sample.passages, sample.vectors(list(range(len(sample)))),
-                                  args.n_passages, noise=0.01)
+    passages, vectors = replicate(
+        sample.passages, sample.vectors(list(range(len(sample)))), args.n_passages, noise=0.01
+    )
     langs = np.array([p.lang for p in passages])
     rows = [json.loads(line) for line in (SHARED_SAMPLE.parent / "queries.jsonl").open()]
     rng = np.random.default_rng(0)
@@ -87,14 +97,21 @@ def main(argv: list[str] | None = None) -> int:
     graphs = {}
     for lang in (*LANGUAGES, "all"):
         mask = langs == lang if lang != "all" else np.ones(len(passages), dtype=bool)
-        g = Index(ndim=vectors.shape[1], metric="cos", dtype="f32", connectivity=args.connectivity,
-                  expansion_add=args.expansion_add)
+        g = Index(
+            ndim=vectors.shape[1],
+            metric="cos",
+            dtype="f32",
+            connectivity=args.connectivity,
+            expansion_add=args.expansion_add,
+        )
         start = time.perf_counter()
         g.add(np.flatnonzero(mask).astype(np.uint64), vectors[mask])
         print(f"{lang}: {mask.sum()} vectors, HNSW build {time.perf_counter() - start:.1f} s")
         graphs[lang] = g
-    print(f"\n{len(passages)} passages, {args.queries} queries; connectivity "
-          f"{args.connectivity}, expansion_add {args.expansion_add}")
+    print(
+        f"\n{len(passages)} passages, {args.queries} queries; connectivity "
+        f"{args.connectivity}, expansion_add {args.expansion_add}"
+    )
     for mode in ("own language", "all"):
         targets = qlangs if mode == "own language" else ["all"] * len(qlangs)
         report(graphs, qvecs, qlangs, targets, mode, args.expansion_search)

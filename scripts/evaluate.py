@@ -57,7 +57,9 @@ def load_cases(data_dir: Path, n_not_in_corpus: int, seed: int = 0) -> list[Case
                 category = "not_in_corpus"
             else:
                 continue  # in corpus, gold passage in another language only
-            case = Case(q["text"], q["lang"], category, q["gold_ids"], q["query_id"], q["query_type"])
+            case = Case(
+                q["text"], q["lang"], category, q["gold_ids"], q["query_id"], q["query_type"]
+            )
             (absent[q["lang"]] if category == "not_in_corpus" else cases).append(case)
     rng = random.Random(seed)
     for lang in LANGUAGES:
@@ -76,16 +78,25 @@ def retrieval_metrics(pipeline: Pipeline, cases: list[Case]) -> dict[str, dict]:
         if case.category != "answerable":
             continue
         vector = pipeline.encode_query(case.text)
-        hits = retrieve(pipeline.index, vector, case.lang, K, is_explicit=False,
-                        language_bonus=s.language_bonus, pool_factor=s.pool_factor)
+        hits = retrieve(
+            pipeline.index,
+            vector,
+            case.lang,
+            K,
+            is_explicit=False,
+            language_bonus=s.language_bonus,
+            pool_factor=s.pool_factor,
+        )
         ids = [h.passage.id for h in hits]
         rank = next((i + 1 for i, pid in enumerate(ids) if pid in case.gold_ids), None)
         row = sums[case.lang]
         row[0] += 1
         row[1] += rank is not None
         row[2] += 1 / rank if rank else 0.0
-    return {lang: {"n": int(n), "hit_rate@10": hits / n, "mrr@10": rr / n}
-            for lang, (n, hits, rr) in sums.items()}
+    return {
+        lang: {"n": int(n), "hit_rate@10": hits / n, "mrr@10": rr / n}
+        for lang, (n, hits, rr) in sums.items()
+    }
 
 
 def refusal_metrics(answered: dict[str, dict[str, list[bool]]]) -> dict[str, dict]:
@@ -117,9 +128,14 @@ def run(pipeline: Pipeline, cases: list[Case]) -> dict:
         result = pipeline.ask(case.text)
         relevance = result.trace.get("relevance_guard")
         answered[case.lang][case.category].append(result.is_answered)
-        floors[case.lang][case.category].append(relevance is not None and relevance.decision == "passed")
-    return {"retrieval": retrieval_metrics(pipeline, cases), "refusal": refusal_metrics(answered),
-            "refusal_floors": refusal_metrics(floors)}
+        floors[case.lang][case.category].append(
+            relevance is not None and relevance.decision == "passed"
+        )
+    return {
+        "retrieval": retrieval_metrics(pipeline, cases),
+        "refusal": refusal_metrics(answered),
+        "refusal_floors": refusal_metrics(floors),
+    }
 
 
 def _pct(x: float | None) -> str:
@@ -147,16 +163,19 @@ def print_refusals(refusal: dict) -> None:
             continue
         cells = "".join(f"{_pct(r[c]['answered']):>17} ({r[c]['n']:>4})" for c in CATEGORIES)
         bal = "n/a" if r["balanced_accuracy"] is None else f"{r['balanced_accuracy']:.3f}"
-        print(f"{lang:<5}{cells}{_pct(r['false_refusal_rate']):>15}"
-              f"{_pct(r['false_answer_rate']):>14}{bal:>9}")
+        print(
+            f"{lang:<5}{cells}{_pct(r['false_refusal_rate']):>15}"
+            f"{_pct(r['false_answer_rate']):>14}{bal:>9}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--index", type=Path, help="index folder (default VOICE_RAG_INDEX_DIR)")
     parser.add_argument("--data", type=Path, default=SHARED_SAMPLE.parent)
-    parser.add_argument("--not-in-corpus", type=int, default=300,
-                        help="not-in-corpus queries sampled per language")
+    parser.add_argument(
+        "--not-in-corpus", type=int, default=300, help="not-in-corpus queries sampled per language"
+    )
     parser.add_argument("--json", type=Path, help="also write the report as JSON")
     args = parser.parse_args(argv)
     settings = RagSettings.from_env()
@@ -171,8 +190,10 @@ def main(argv: list[str] | None = None) -> int:
     if pipeline.gate is not None:
         print("\nfloors alone, same run:")
         print_refusals(report["refusal_floors"])
-        print("(the gate was fitted on these cases: cross-validated numbers come from "
-              "scripts/fit_gate.py)")
+        print(
+            "(the gate was fitted on these cases: cross-validated numbers come from "
+            "scripts/fit_gate.py)"
+        )
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return 0

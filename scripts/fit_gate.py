@@ -51,13 +51,15 @@ def collect(pipeline: Pipeline, cases) -> tuple[list[dict], list]:
         if not isinstance(prepared, Prepared):
             refused.append(case)
             continue
-        rows.append({
-            "x": pipeline.gate_features(prepared).vector(),
-            "y": int(case.category == "answerable"),
-            "lang": case.lang,
-            "category": case.category,
-            "group": case.query_id if case.query_id is not None else -1 - i,
-        })
+        rows.append(
+            {
+                "x": pipeline.gate_features(prepared).vector(),
+                "y": int(case.category == "answerable"),
+                "lang": case.lang,
+                "category": case.category,
+                "group": case.query_id if case.query_id is not None else -1 - i,
+            }
+        )
     return rows, refused
 
 
@@ -116,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     groups = np.array([r["group"] for r in rows])
 
     scopes = ["all"] + [
-        lang for lang in LANGUAGES
+        lang
+        for lang in LANGUAGES
         if min(((langs == lang) & (y == 1)).sum(), ((langs == lang) & (y == 0)).sum())
         >= args.min_per_language
     ]
@@ -126,10 +129,15 @@ def main(argv: list[str] | None = None) -> int:
         oof = out_of_fold(x[mask], y[mask], groups[mask], args.folds)
         threshold = pick_threshold(oof, y[mask], args.target_recall)
         scaler, model = _fit(x[mask], y[mask])
-        models[scope] = {"mean": scaler.mean_.tolist(), "scale": scaler.scale_.tolist(),
-                         "coef": model.coef_[0].tolist(), "intercept": float(model.intercept_[0]),
-                         "threshold": threshold, "n": int(mask.sum()),
-                         "n_answerable": int(y[mask].sum())}
+        models[scope] = {
+            "mean": scaler.mean_.tolist(),
+            "scale": scaler.scale_.tolist(),
+            "coef": model.coef_[0].tolist(),
+            "intercept": float(model.intercept_[0]),
+            "threshold": threshold,
+            "n": int(mask.sum()),
+            "n_answerable": int(y[mask].sum()),
+        }
         oofs[scope] = (mask, oof)
     # Out-of-fold decision per case: its language's model where fitted, else the pooled one.
     decided = np.zeros(len(y), bool)
@@ -148,19 +156,31 @@ def main(argv: list[str] | None = None) -> int:
         floors[row["lang"]][row["category"]].append(True)
         gated[row["lang"]][row["category"]].append(bool(keep))
     print_signal_table(x, y, groups, args.folds)
-    coef_table = {s: dict(zip(FEATURES, (round(c, 3) for c in models[s]["coef"]))) for s in models}
+    coef_table = {
+        s: dict(zip(FEATURES, (round(c, 3) for c in models[s]["coef"]), strict=False))
+        for s in models
+    }
     print("standardised coefficients:", json.dumps(coef_table, indent=1))
     print("\nfloors alone (all cases):")
     print_refusals(refusal_metrics(floors))
     print("\nfloors + gate (out-of-fold, GroupKFold by query_id):")
     print_refusals(refusal_metrics(gated))
     if not args.dry_run:
-        args.out.write_text(json.dumps({
-            "features": list(FEATURES), "models": models,
-            "fitted_on": f"{args.data} ({len(rows)} cases clearing the floor, "
-                         f"encoder {pipeline.encoder.name})",
-            "cv": f"GroupKFold({args.folds}) by query_id, target recall {args.target_recall}",
-        }, indent=1) + "\n", encoding="utf-8")
+        args.out.write_text(
+            json.dumps(
+                {
+                    "features": list(FEATURES),
+                    "models": models,
+                    "fitted_on": f"{args.data} ({len(rows)} cases clearing the floor, "
+                    f"encoder {pipeline.encoder.name})",
+                    "cv": f"GroupKFold({args.folds}) by query_id, "
+                    f"target recall {args.target_recall}",
+                },
+                indent=1,
+            )
+            + "\n",
+            encoding="utf-8",
+        )
         print(f"written {args.out}")
     return 0
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import subprocess
 import tracemalloc
 import wave
 
@@ -22,6 +21,7 @@ from tests.voice_notes import (
     make_long_voice_note,
     make_voice_note,
     make_wav,
+    sine_ogg,
     speak_wav,
     tools_available,
 )
@@ -105,16 +105,6 @@ def test_empty_bytes_raise_audio_error_saying_empty():
 def test_audio_over_telegram_download_limit_is_refused_before_decoding():
     with pytest.raises(AudioError, match=r"over the 20 MB Telegram download limit"):
         transcode_to_wav(b"\0" * (TELEGRAM_DOWNLOAD_LIMIT_BYTES + 1))
-
-
-def sine_ogg(seconds: int) -> bytes:
-    """A long, small OGG/Opus tone (8 kHz, 6 kbit/s: about 0.7 kB per second of audio)."""
-    return subprocess.run(
-        ["ffmpeg", "-hide_banner", "-loglevel", "error", "-f", "lavfi",
-         "-i", f"sine=frequency=440:duration={seconds}:sample_rate=8000",
-         "-c:a", "libopus", "-b:a", "6k", "-ar", "8000", "-ac", "1", "-f", "ogg", "pipe:1"],
-        capture_output=True, check=True, timeout=60,
-    ).stdout
 
 
 def test_transcode_decodes_no_more_than_max_seconds_of_a_long_small_file():

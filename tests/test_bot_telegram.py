@@ -23,8 +23,7 @@ from standins.openai import Reply as LlmReply
 from standins.sarvam import Reply, SarvamStandin
 from standins.telegram import Call, FakeTelegram, parse_html
 from storage.db import Database
-from tests.test_audio import sine_ogg
-from tests.voice_notes import make_long_voice_note, make_voice_note, tools_available
+from tests.voice_notes import make_long_voice_note, make_voice_note, sine_ogg, tools_available
 
 pytestmark = pytest.mark.skipif(not tools_available(), reason="needs espeak-ng and ffmpeg")
 

@@ -31,8 +31,13 @@ def test_input_guard_refuses_bad_input(query, reason):
 
 @pytest.mark.parametrize(
     "query",
-    ["How much does an Xbox 360 cost?", "भारत के प्रधानमंत्री कौन हैं?", "ગુજરાતની રાજધાની કઈ છે?",
-     "తెలంగాణ రాజధాని ఏది?", "what is the cost of  a   passport?"],
+    [
+        "How much does an Xbox 360 cost?",
+        "भारत के प्रधानमंत्री कौन हैं?",
+        "ગુજરાતની રાજધાની કઈ છે?",
+        "తెలంగాణ రాజధాని ఏది?",
+        "what is the cost of  a   passport?",
+    ],
 )
 def test_input_guard_passes_real_questions(query):
     verdict = check_input(query, S)
@@ -57,7 +62,9 @@ def test_input_guard_passes_every_real_dataset_query(sample_queries):
     assert len(refused) <= len(sample_queries) * 0.005, refused[:10]
 
 
-@pytest.mark.parametrize(("lang", "floor"), [("en", 0.84), ("hi", 0.85), ("gu", 0.84), ("te", 0.84)])
+@pytest.mark.parametrize(
+    ("lang", "floor"), [("en", 0.84), ("hi", 0.85), ("gu", 0.84), ("te", 0.84)]
+)
 def test_relevance_guard_uses_the_floor_of_the_query_language(lang, floor):
     below = check_relevance(floor - 0.001, lang, S)
     assert not below.is_ok and f"< floor {floor:.3f} ({lang})" in below.detail
@@ -103,8 +110,13 @@ def test_grounding_falls_back_to_embedding_similarity(encoder, sample_passages):
     verdict = check_grounding(paraphrase, [passage.text], S, answer_vec, source_vecs)
     assert verdict.similarity == pytest.approx(sim_paraphrase, abs=1e-5)
     assert verdict.is_grounded == (sim_paraphrase >= S.grounding_similarity)
-    bad = check_grounding("Photosynthesis turns light into sugar in plants.", [passage.text], S,
-                          unrelated_vec, source_vecs)
+    bad = check_grounding(
+        "Photosynthesis turns light into sugar in plants.",
+        [passage.text],
+        S,
+        unrelated_vec,
+        source_vecs,
+    )
     assert not bad.is_grounded and bad.method == "none"
 
 

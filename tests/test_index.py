@@ -49,7 +49,7 @@ def test_loading_with_another_encoder_is_a_clear_error(small):
 
 
 def test_missing_index_names_the_build_command(tmp_path):
-    with pytest.raises(IndexNotFoundError, match="python -m rag build-index"):
+    with pytest.raises(IndexNotFoundError, match=r"python -m rag --index \S+ build-index"):
         PassageIndex.load(tmp_path / "nowhere")
 
 

@@ -151,3 +151,13 @@ def make_wav(
         w.setframerate(sample_rate_hz)
         w.writeframes(bytes(samples))
     return out.getvalue()
+
+
+def sine_ogg(seconds: int) -> bytes:
+    """A long, small OGG/Opus tone (8 kHz, 6 kbit/s: about 0.7 kB per second of audio)."""
+    return subprocess.run(
+        ["ffmpeg", "-hide_banner", "-loglevel", "error", "-f", "lavfi",
+         "-i", f"sine=frequency=440:duration={seconds}:sample_rate=8000",
+         "-c:a", "libopus", "-b:a", "6k", "-ar", "8000", "-ac", "1", "-f", "ogg", "pipe:1"],
+        capture_output=True, check=True, timeout=60,
+    ).stdout
