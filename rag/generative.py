@@ -35,13 +35,13 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Self
 
 import httpx
 import numpy as np
 
 from rag.errors import ServiceError
 from rag.guards import GroundingVerdict, check_grounding
+from rag.http import ServiceClient
 from rag.language import detect_language
 from rag.pipeline import Pipeline, Prepared, excerpt
 from rag.settings import settings_from_env
@@ -121,7 +121,7 @@ def _reason_for_status(status: int) -> str:
     return "bad_request"
 
 
-class OpenRouterClient:
+class OpenRouterClient(ServiceClient):
     """Async client for ``POST {base_url}/chat/completions``; owns one ``httpx.AsyncClient``.
 
     One attempt per call (see the module docstring). Use ``async with OpenRouterClient(s) as c``
@@ -130,22 +130,9 @@ class OpenRouterClient:
 
     def __init__(self, settings: OpenRouterSettings, *,
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
+        headers = {"Authorization": f"Bearer {settings.api_key}", "X-Title": settings.app_title}
+        super().__init__(settings.base_url, settings.timeout_s, headers, transport)
         self.settings = settings
-        self._client = httpx.AsyncClient(
-            base_url=settings.base_url.rstrip("/"),
-            timeout=httpx.Timeout(settings.timeout_s),
-            headers={"Authorization": f"Bearer {settings.api_key}", "X-Title": settings.app_title},
-            transport=transport,
-        )
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        await self._client.aclose()
 
     async def complete(self, messages: list[dict[str, str]]) -> Completion:
         """One JSON-mode chat completion at temperature 0.

@@ -21,12 +21,12 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Self
 
 import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
 from rag.errors import ServiceError
+from rag.http import ServiceClient
 from rag.language import normalise_language
 from rag.settings import settings_from_env
 
@@ -145,7 +145,7 @@ def _normalised_language(code: str | None) -> str | None:
         return None  # a language Sarvam knows but the corpus does not cover (e.g. ta-IN)
 
 
-class SarvamSTT:
+class SarvamSTT(ServiceClient):
     """Async Sarvam speech-to-text client; owns one ``httpx.AsyncClient``.
 
     Use ``async with SarvamSTT(settings) as stt: await stt.transcribe(wav)``, or call
@@ -155,22 +155,9 @@ class SarvamSTT:
     def __init__(
         self, settings: SarvamSettings, *, transport: httpx.AsyncBaseTransport | None = None
     ) -> None:
+        headers = {"api-subscription-key": settings.api_key}
+        super().__init__(settings.base_url, settings.timeout_s, headers, transport)
         self.settings = settings
-        self._client = httpx.AsyncClient(
-            base_url=settings.base_url.rstrip("/"),
-            timeout=httpx.Timeout(settings.timeout_s),
-            headers={"api-subscription-key": settings.api_key},
-            transport=transport,
-        )
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        await self._client.aclose()
 
     def _wait_s(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None

@@ -37,13 +37,14 @@ import collections
 import json
 import logging
 import re
-import signal
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Self
+from typing import Any
 
 from aiohttp import web
+
+from standins._server import LoopbackServer
 
 logger = logging.getLogger(__name__)
 
@@ -119,16 +120,15 @@ def _error(status: int, message: str) -> web.Response:
     return web.json_response({"error": {"code": status, "message": message}}, status=status)
 
 
-class OpenAIStandin:
+class OpenAIStandin(LoopbackServer):
     """The server; start with ``async with`` (or :meth:`start`/:meth:`stop`), then read
     :attr:`base_url` and :attr:`calls`."""
 
     def __init__(self, api_key: str = "test-key", host: str = "127.0.0.1", port: int = 0) -> None:
+        super().__init__(host, port)
         self.api_key = api_key
-        self.host, self.port = host, port
         self.calls: list[RecordedCall] = []
         self._script: collections.deque[Reply] = collections.deque()
-        self._runner: web.AppRunner | None = None
 
     def enqueue(self, *replies: Reply) -> None:
         """Queue replies, used one per request in order before the default."""
@@ -142,32 +142,13 @@ class OpenAIStandin:
     @property
     def base_url(self) -> str:
         """``http://host:port/api/v1``, like OpenRouter's (``/chat/completions`` is appended)."""
-        if self._runner is None:
-            raise RuntimeError("OpenAIStandin is not started: use 'async with OpenAIStandin()'")
-        return f"http://{self.host}:{self.port}/api/v1"
+        return f"{self.url}/api/v1"
 
-    async def start(self) -> Self:
+    def make_app(self) -> web.Application:
         app = web.Application()
         app.router.add_post("/chat/completions", self._chat_completions)
         app.router.add_post("/api/v1/chat/completions", self._chat_completions)
-        self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # the real port when port=0
-        logger.info("openai.standin started base_url=%s", self.base_url)
-        return self
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> Self:
-        return await self.start()
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop()
+        return app
 
     async def _chat_completions(self, request: web.Request) -> web.StreamResponse:
         body: dict | None = None
@@ -224,11 +205,7 @@ class OpenAIStandin:
 async def _serve(args: argparse.Namespace) -> None:
     async with OpenAIStandin(api_key=args.api_key, host=args.host, port=args.port) as standin:
         print(f"openai standin listening base_url={standin.base_url}", flush=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
+        await standin.run_until_signal()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -40,15 +40,16 @@ import hashlib
 import io
 import json
 import logging
-import signal
 import uuid
 import wave
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
 from aiohttp import web
+
+from standins._server import LoopbackServer
 
 logger = logging.getLogger(__name__)
 
@@ -163,7 +164,7 @@ def _error(status: int, message: str, code: str) -> web.Response:
     return web.json_response({"error": {"message": message, "code": code}}, status=status)
 
 
-class SarvamStandin:
+class SarvamStandin(LoopbackServer):
     """The server; start with ``async with`` (or :meth:`start`/:meth:`stop`), then read
     :attr:`base_url` and :attr:`calls`."""
 
@@ -174,15 +175,14 @@ class SarvamStandin:
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
+        super().__init__(host, port)
         self.api_key = api_key
         self.transcripts: dict[str, Reply] = {
             k: v if isinstance(v, Reply) else Reply.from_json(v)
             for k, v in (transcripts or {}).items()
         }
-        self.host, self.port = host, port
         self.calls: list[RecordedCall] = []
         self._script: collections.deque[Reply] = collections.deque()
-        self._runner: web.AppRunner | None = None
 
     # ----- scripting -------------------------------------------------------------------------
     def enqueue(self, *replies: Reply) -> None:
@@ -209,31 +209,12 @@ class SarvamStandin:
     # ----- lifecycle -------------------------------------------------------------------------
     @property
     def base_url(self) -> str:
-        if self._runner is None:
-            raise RuntimeError("SarvamStandin is not started: use 'async with SarvamStandin()'")
-        return f"http://{self.host}:{self.port}"
+        return self.url
 
-    async def start(self) -> Self:
+    def make_app(self) -> web.Application:
         app = web.Application(client_max_size=_MAX_UPLOAD_BYTES)
         app.router.add_post("/speech-to-text", self._speech_to_text)
-        self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # the real port when port=0
-        logger.info("sarvam.standin started base_url=%s", self.base_url)
-        return self
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> Self:
-        return await self.start()
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop()
+        return app
 
     # ----- the endpoint ----------------------------------------------------------------------
     async def _speech_to_text(self, request: web.Request) -> web.StreamResponse:
@@ -388,11 +369,7 @@ async def _serve(args: argparse.Namespace) -> None:
             f"n_transcripts={len(standin.transcripts)}",
             flush=True,
         )
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
+        await standin.run_until_signal()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -44,12 +44,13 @@ import contextlib
 import html
 import json
 import re
-import signal
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import ClientError, ClientSession, ClientTimeout, web
+
+from standins._server import LoopbackServer
 
 DEFAULT_TOKEN = "123456:TEST-token"
 MAX_DOWNLOAD_BYTES = 20 * 1024 * 1024
@@ -147,7 +148,7 @@ class _ApiError(Exception):
         return web.json_response(body, status=self.status)
 
 
-class FakeTelegram:
+class FakeTelegram(LoopbackServer):
     """A Bot API server on ``host:port`` (port 0 picks a free one), started by ``start()`` or
     ``async with``. All state lives in memory; every public method must run on the loop the
     server runs on.
@@ -168,8 +169,8 @@ class FakeTelegram:
         port: int = 0,
         control_api: bool = False,
     ) -> None:
+        super().__init__(host, port)
         self.token = token
-        self.host, self.port = host, port
         self.is_control_api = control_api
         self.bot_user = {
             "id": int(token.split(":", 1)[0]) if token.split(":", 1)[0].isdigit() else 1,
@@ -199,25 +200,18 @@ class FakeTelegram:
         self._seen: dict[str, int] = {}
         self._cond = asyncio.Condition()
         self._call_cond = asyncio.Condition()
-        self._runner: web.AppRunner | None = None
         self._client: ClientSession | None = None
         self._webhook_task: asyncio.Task | None = None
 
     # ----------------------------------------------------------------- lifecycle
 
-    async def start(self) -> FakeTelegram:
-        """Listen on ``host:port``; afterwards ``self.port`` is the real port."""
+    def make_app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         if self.is_control_api:
             app.add_routes(self._control_routes())
         app.router.add_route("*", "/bot{token}/{method}", self._api)
         app.router.add_get("/file/bot{token}/{path:.*}", self._download)
-        self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        return self
+        return app
 
     async def stop(self) -> None:
         """Close the webhook client and the server; parked long polls are cancelled."""
@@ -226,19 +220,7 @@ class FakeTelegram:
         if self._client is not None:
             await self._client.close()
             self._client = None
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> FakeTelegram:
-        return await self.start()
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop()
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        await super().stop()
 
     @property
     def base_url(self) -> str:
@@ -947,18 +929,10 @@ def _int_or_str(value: Any) -> int | str | None:
 
 
 async def _serve(host: str, port: int, token: str) -> None:
-    fake = FakeTelegram(token, host=host, port=port, control_api=True)
-    await fake.start()
-    print(f"fake Telegram on {fake.url} token={token} base_url={fake.base_url} "
-          f"base_file_url={fake.base_file_url} control={fake.url}/_control/", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        await stop.wait()
-    finally:
-        await fake.stop()
+    async with FakeTelegram(token, host=host, port=port, control_api=True) as fake:
+        print(f"fake Telegram on {fake.url} token={token} base_url={fake.base_url} "
+              f"base_file_url={fake.base_file_url} control={fake.url}/_control/", flush=True)
+        await fake.run_until_signal()
 
 
 def main(argv: list[str] | None = None) -> None:
