@@ -1,0 +1,19 @@
+"""The acceptance demo script runs end to end: the real ``python -m bot`` child process against
+the stand-in servers answers a Hindi voice note in Devanagari with a citation, and /why."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_dev_bot_demo_answers_a_hindi_voice_note_with_citation_and_why(sample_index_dir, tmp_path):
+    env = {**os.environ, "VOICE_RAG_INDEX_DIR": str(sample_index_dir),
+           "BOT_DB_PATH": str(tmp_path / "bot.sqlite3")}
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "dev_bot.py")], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "hi-59804-7" in proc.stdout
+    assert "relevance_guard" in proc.stdout and "floor 0.850 (hi)" in proc.stdout
