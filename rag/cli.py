@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -45,7 +46,8 @@ def resolve_corpus(settings: RagSettings, per_language: int = 10_000) -> Path:
         log.info("corpus fetched from the hub path=%s counts=%s", settings.corpus_path, counts)
         return settings.corpus_path
     except (CorpusError, ImportError) as exc:
-        log.warning("hub unavailable (%s); falling back to %s", exc, SHARED_SAMPLE)
+        log.warning("hub unreachable, using the offline sample at %s instead (%s)",
+                    SHARED_SAMPLE, exc)
     if SHARED_SAMPLE.is_file():
         return SHARED_SAMPLE
     raise CorpusError(
@@ -140,3 +142,6 @@ def main(argv: list[str] | None = None) -> int:
     except RagError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # e.g. `python -m rag ask ... | head -1`: the reader left
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

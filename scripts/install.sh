@@ -15,6 +15,7 @@ fi
 PY=${PYTHON:-python3}
 # Pin torch first (on the project's machines this version is a local CPU build); an unpinned
 # `torch` pulled in by sentence-transformers would download a multi-GB CUDA build.
-"$PY" -m pip install -q torch==2.13.0
-"$PY" -m pip install -q -e '.[dev,hub]'
+PIP=("$PY" -m pip install -q --root-user-action=ignore)
+"${PIP[@]}" torch==2.13.0
+"${PIP[@]}" -e '.[dev,hub]'
 echo "install: ok ($("$PY" --version), ffmpeg $(ffmpeg -version | head -1 | cut -d' ' -f3))"

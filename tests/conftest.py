@@ -51,10 +51,16 @@ def encoder():
 
 
 @pytest.fixture(scope="session")
-def sample_index_dir(sample_passages, encoder) -> Path:
+def sample_index_dir(sample_passages, encoder, pytestconfig) -> Path:
     key = f"{corpus_hash(sample_passages)[:16]}-{encoder.name.replace(':', '_')}-v{INDEX_VERSION}"
     index_dir = CACHE / "test-index" / key
     if not (index_dir / "meta.json").is_file():
+        reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(
+                f"\nbuilding the test index of {len(sample_passages)} passages into {index_dir} "
+                "(once per machine; 4-8 minutes on 2 cores)"
+            )
         tmp = index_dir.with_name(key + f".tmp{os.getpid()}")
         build_index(sample_passages, encoder, tmp, show_progress=False)
         try:
