@@ -108,8 +108,7 @@ async def _transcribe(services: Services, voice: VoiceNote, chat: ChatSettings,
     """
     max_s = services.settings.bot.max_voice_s
     refused = _advertised_refusal(voice, max_s)
-    trace.add("voice_checks", "refused" if refused else "passed",
-              f"{voice.file_size} bytes, {voice.duration_s} s advertised")
+    trace.add("voice_checks", "refused" if refused else "passed", _advertised(voice))
     if refused is not None:
         raise refused
     try:
@@ -155,6 +154,16 @@ def _advertised_refusal(voice: VoiceNote, max_s: int) -> _VoiceRefused | None:
         return _VoiceRefused("voice_too_long", f"{voice.duration_s} s over {max_s} s",
                              max_s=max_s)
     return None
+
+
+def _advertised(voice: VoiceNote) -> str:
+    """What the sender advertised, for the trace: ``"36095 bytes, 3 s advertised"``, with
+    ``size unknown`` / ``duration unknown`` for what was not reported (the console, audio
+    documents)."""
+    size = "size unknown" if voice.file_size is None else f"{voice.file_size} bytes"
+    if voice.duration_s is None:
+        return f"{size}, duration unknown"
+    return f"{size}, {voice.duration_s:g} s advertised"
 
 
 async def _ask(services: Services, query: str, chat: ChatSettings,

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from bot.console import CONSOLE_CHAT_ID, chat, handle_line
+from bot.console import CONSOLE_CHAT_ID, chat, handle_line, to_plain
 from bot.services import Asker, Services
 from bot.settings import BotSettings, Settings, TelegramSettings
 from rag.generative import OpenRouterSettings
 from rag.stt import SarvamSettings
 from standins.sarvam import Reply, SarvamStandin
-from tests.voice_notes import make_voice_note, tools_available
+from tests.voice_notes import make_voice_note, sine_ogg, tools_available
 
 pytestmark = pytest.mark.skipif(not tools_available(), reason="needs espeak-ng and ffmpeg")
 
@@ -113,3 +113,14 @@ def test_python_m_bot_console_needs_no_token(tmp_path, sample_index_dir):
     assert proc.returncode == 0, proc.stderr
     assert "is below the floor 0.840" in proc.stdout
     assert "relevance_guard — refused" in proc.stdout
+
+
+async def test_why_after_a_voice_note_of_unknown_duration_says_duration_unknown(
+        services, tmp_path):
+    note = tmp_path / "tone.ogg"
+    note.write_bytes(sine_ogg(2))
+    [reply] = await ask(services, str(note))  # no SARVAM_API_KEY: refused after the checks
+    assert reply.startswith("The speech service is not available right now.")
+    why = to_plain((await ask(services, "/why"))[0])
+    assert f"voice_checks — passed: {note.stat().st_size} bytes, duration unknown" in why
+    assert "None" not in why

@@ -369,6 +369,19 @@ async def test_ogg_sent_as_a_document_is_answered_like_a_voice_note(bot, tg, sar
     assert len(sarvam.calls) == 1
 
 
+async def test_why_after_an_audio_document_with_no_size_or_duration_says_both_unknown(
+        bot, tg, sarvam):
+    sarvam.enqueue(Reply(transcript=XBOX, language_code="en-IN"))
+    file_id = tg.add_file(make_voice_note("xbox", "en"), folder="documents", suffix=".ogg")
+    await push_message(tg, {"document": {"file_id": file_id, "file_unique_id": "U-doc2",
+                                         "file_name": "question.ogg", "mime_type": "audio/ogg"}})
+    await replies(tg)
+    await tg.push_text(CHAT, "/why")
+    [why] = await replies(tg)
+    assert "voice_checks — passed: size unknown, duration unknown" in why
+    assert "None" not in why
+
+
 async def test_sticker_in_a_group_gets_no_reply(bot, tg):
     group = {"id": -1001, "type": "supergroup", "title": "G"}
     await push_message(tg, {"chat": group, "sticker": {
