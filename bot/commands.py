@@ -49,11 +49,12 @@ async def why_reply(services: Services, asker: Asker) -> Reply:
 
 async def lang_reply(services: Services, asker: Asker, arg: str | None) -> Reply:
     """``/lang en|hi|gu|te|auto`` stores the chat's language (``auto``: the language asked
-    in); without a valid argument, the usage line."""
+    in); without a valid argument, the language in force and the usage line."""
     choice = (arg or "").strip().lower()
     if choice not in CHAT_LANGS:
         chat = await services.db.get_chat_settings(asker.chat_id)
-        return Reply([escape(t("lang_usage", ui_language(chat.lang, asker)))])
+        ui = ui_language(chat.lang, asker)
+        return Reply([escape(f"{lang_line(chat.lang, ui)}\n{t('lang_usage', ui)}")])
     chat = await services.db.set_chat_settings(asker.chat_id, lang=choice)
     log.info("chat_settings chat_id=%d lang=%s", asker.chat_id, choice)
     ui = ui_language(chat.lang, asker)
@@ -64,12 +65,24 @@ async def lang_reply(services: Services, asker: Asker, arg: str | None) -> Reply
 
 async def mode_reply(services: Services, asker: Asker, arg: str | None) -> Reply:
     """``/mode extractive|generative`` stores the chat's answer mode; without a valid argument,
-    the usage line."""
+    the mode in force and the usage line."""
     choice = (arg or "").strip().lower()
     chat = await services.db.get_chat_settings(asker.chat_id)
     ui = ui_language(chat.lang, asker)
     if choice not in MODES:
-        return Reply([escape(t("mode_usage", ui))])
+        return Reply([escape(f"{mode_line(chat.mode, ui)}\n{t('mode_usage', ui)}")])
     await services.db.set_chat_settings(asker.chat_id, mode=choice)
     log.info("chat_settings chat_id=%d mode=%s", asker.chat_id, choice)
     return Reply([escape(t("mode_set", ui, mode=t(f"mode_{choice}", ui)))])
+
+
+def lang_line(lang: str, ui: str) -> str:
+    """The answer language in force, in ``ui``: ``lang`` is one of ``CHAT_LANGS``."""
+    if lang == "auto":
+        return t("lang_auto", ui)
+    return t("lang_current", ui, language=language_name(lang, ui))
+
+
+def mode_line(mode: str, ui: str) -> str:
+    """The answer mode in force, in ``ui``: ``mode`` is one of ``MODES``."""
+    return t("mode_current", ui, mode=t(f"mode_{mode}", ui))

@@ -12,7 +12,9 @@ A line naming a regular file is sent as a voice note; one that looks like a path
 :func:`looks_like_path`) but names no readable file gets "no audio file", and an unknown
 ``/command`` gets "unknown command"; every other line is a typed question.
 
-Questions are recorded under chat id 0 (``CONSOLE_CHAT_ID``).
+Questions and the ``/lang`` and ``/mode`` choices are recorded under chat id 0
+(``CONSOLE_CHAT_ID``) in ``BOT_DB_PATH``, so the choices carry over to later sessions; each
+session starts by saying which are in force and where they are stored.
 """
 
 from __future__ import annotations
@@ -26,9 +28,17 @@ from collections.abc import AsyncIterable, Callable
 from functools import partial
 from pathlib import Path
 
-from bot.commands import help_reply, lang_reply, mode_reply, notice_reply, why_reply
+from bot.commands import (
+    help_reply,
+    lang_line,
+    lang_reply,
+    mode_line,
+    mode_reply,
+    notice_reply,
+    why_reply,
+)
 from bot.questions import answer_text, answer_voice
-from bot.services import Asker, Reply, Services, VoiceNote
+from bot.services import Asker, Reply, Services, VoiceNote, ui_language
 from bot.settings import Settings
 
 CONSOLE_CHAT_ID = 0
@@ -103,11 +113,26 @@ def to_plain(message: str) -> str:
     return html.unescape(_TAG_RE.sub("", message))
 
 
+async def banner(services: Services, asker: Asker) -> str:
+    """The console's first message: where its settings are stored, and the answer language and
+    mode in force (set by ``/lang`` and ``/mode`` in this or an earlier session)."""
+    chat = await services.db.get_chat_settings(asker.chat_id)
+    ui = ui_language(chat.lang, asker)
+    return "\n".join([
+        f"Console chat: settings of chat id {asker.chat_id} in {services.settings.bot.db_path}, "
+        "kept between sessions (/lang and /mode change them; /help lists the commands, /quit "
+        "leaves).",
+        lang_line(chat.lang, ui),
+        mode_line(chat.mode, ui),
+    ])
+
+
 async def chat(services: Services, lines: AsyncIterable[str],
                write: Callable[[str], None]) -> None:
-    """Answer each line until the input ends or ``/quit``; replies go to ``write`` as plain
-    text, one message per call."""
+    """Say which settings are in force (:func:`banner`), then answer each line until the input
+    ends or ``/quit``; replies go to ``write`` as plain text, one message per call."""
     asker = Asker(CONSOLE_CHAT_ID, user_id=None)
+    write(await banner(services, asker))
     async for line in lines:
         if line.strip().lower() in ("/quit", "/exit"):
             return

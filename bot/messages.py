@@ -269,6 +269,12 @@ MESSAGES: dict[str, dict[str, str]] = {
         "gu": "જવાબની ભાષા: આપમેળે (તમે જે ભાષામાં પૂછો તે).",
         "te": "సమాధాన భాష: ఆటోమేటిక్ (మీరు అడిగే భాష).",
     },
+    "lang_current": {
+        "en": "Answer language: {language}.",
+        "hi": "जवाब की भाषा: {language}।",
+        "gu": "જવાબની ભાષા: {language}.",
+        "te": "సమాధాన భాష: {language}.",
+    },
     "lang_usage": {
         "en": "Usage: /lang en | hi | gu | te | auto",
         "hi": "उपयोग: /lang en | hi | gu | te | auto",
@@ -280,6 +286,12 @@ MESSAGES: dict[str, dict[str, str]] = {
         "hi": "जवाब का तरीका बदलकर {mode} कर दिया गया है।",
         "gu": "જવાબની રીત બદલીને {mode} કરી દેવામાં આવી છે.",
         "te": "సమాధాన విధానం {mode}గా మార్చబడింది.",
+    },
+    "mode_current": {
+        "en": "Answer mode: {mode}.",
+        "hi": "जवाब का तरीका: {mode}।",
+        "gu": "જવાબની રીત: {mode}.",
+        "te": "సమాధాన విధానం: {mode}.",
     },
     "mode_usage": {
         "en": "Usage: /mode extractive | generative",

@@ -47,11 +47,12 @@ async def test_console_answers_text_voice_why_and_lang(tmp_path, settings, pipel
             stored = await services.db.last_decision(CONSOLE_CHAT_ID)
         finally:
             await services.close()
-    assert len(out) == 4
-    assert "Sources" in out[0] and "&amp;" not in out[0]
-    assert out[1].startswith("How I decided the last answer:")
-    assert out[2].startswith(f"आपने कहा: {CUCUMBER_HI}") and "स्रोत" in out[2]
-    assert out[3] == "సమాధాన భాష తెలుగుగా మార్చబడింది."
+    assert len(out) == 5
+    assert out[0].startswith("Console chat: settings of chat id 0 in ")
+    assert "Sources" in out[1] and "&amp;" not in out[1]
+    assert out[2].startswith("How I decided the last answer:")
+    assert out[3].startswith(f"आपने कहा: {CUCUMBER_HI}") and "स्रोत" in out[3]
+    assert out[4] == "సమాధాన భాష తెలుగుగా మార్చబడింది."
     assert stored.source == "voice" and stored.transcript == CUCUMBER_HI
 
 
@@ -100,6 +101,45 @@ async def test_unknown_command_says_so_in_the_chat_language(services):
     assert english.startswith("Unknown command /foo. I understand text questions")
     assert hindi.startswith("अज्ञात कमांड /foo।")
     assert await services.db.last_decision(CONSOLE_CHAT_ID) is None
+
+
+async def test_console_starts_by_saying_the_language_and_mode_and_where_they_are_stored(
+        services):
+    out: list[str] = []
+    await chat(services, _lines([]), out.append)
+    db_path = services.settings.bot.db_path
+    assert out == [
+        f"Console chat: settings of chat id 0 in {db_path}, kept between sessions (/lang and "
+        "/mode change them; /help lists the commands, /quit leaves).\n"
+        "Answer language: automatic (the language you ask in).\n"
+        "Answer mode: extractive (sentences quoted from the sources)."
+    ]
+
+
+async def test_lang_and_mode_chosen_in_one_console_session_are_shown_when_the_next_starts(
+        services, pipeline):
+    await chat(services, _lines(["/lang hi", "/mode generative"]), lambda _: None)
+    later = await Services.open(services.settings, pipeline)
+    out: list[str] = []
+    try:
+        await chat(later, _lines([]), out.append)
+    finally:
+        await later.close()
+    [_, lang, mode] = out[0].split("\n")
+    assert lang == "जवाब की भाषा: हिंदी।"
+    assert mode.startswith("जवाब का तरीका: रचित")
+
+
+async def test_lang_and_mode_without_argument_show_the_current_setting_and_usage(services):
+    assert await ask(services, "/lang") == [
+        "Answer language: automatic (the language you ask in).\n"
+        "Usage: /lang en | hi | gu | te | auto"]
+    assert await ask(services, "/mode") == [
+        "Answer mode: extractive (sentences quoted from the sources).\n"
+        "Usage: /mode extractive | generative"]
+    await ask(services, "/lang gu")
+    assert await ask(services, "/lang") == ["જવાબની ભાષા: ગુજરાતી.\n"
+                                            "ઉપયોગ: /lang en | hi | gu | te | auto"]
 
 
 def test_python_m_bot_console_needs_no_token(tmp_path, sample_index_dir):

@@ -459,6 +459,19 @@ async def test_lang_choice_persists_and_forces_the_answer_language(bot, tg, bot_
         assert (await db.get_chat_settings(CHAT)).lang == "hi"
 
 
+async def test_lang_and_mode_without_argument_show_the_current_setting_and_usage(bot, tg):
+    for command in ("/lang te", "/mode generative"):
+        await tg.push_text(CHAT, command)
+        await replies(tg)
+    await tg.push_text(CHAT, "/lang")
+    [lang] = await replies(tg)
+    await tg.push_text(CHAT, "/mode")
+    [mode] = await replies(tg)
+    assert lang == "సమాధాన భాష: తెలుగు.\nవాడుక: /lang en | hi | gu | te | auto"
+    assert mode == ("సమాధాన విధానం: రచిత (మూలాల ఆధారంగా రాసినది).\n"
+                    "వాడుక: /mode extractive | generative")
+
+
 async def test_generative_mode_answers_through_the_llm_with_citations(bot, tg, llm, bot_settings):
     await tg.push_text(CHAT, "/mode generative")
     [ack] = await replies(tg)
