@@ -64,16 +64,22 @@ async def lang_reply(services: Services, asker: Asker, arg: str | None) -> Reply
 
 
 async def mode_reply(services: Services, asker: Asker, arg: str | None) -> Reply:
-    """``/mode extractive|generative`` stores the chat's answer mode; without a valid argument,
+    """``/mode extractive|generative`` stores the chat's answer mode (choosing generative
+    without ``OPENROUTER_API_KEY`` says that answers stay extractive); without a valid argument,
     the mode in force and the usage line."""
     choice = (arg or "").strip().lower()
     chat = await services.db.get_chat_settings(asker.chat_id)
     ui = ui_language(chat.lang, asker)
+    has_llm_key = bool(services.settings.openrouter.api_key)
     if choice not in MODES:
-        return Reply([escape(f"{mode_line(chat.mode, ui)}\n{t('mode_usage', ui)}")])
+        current = mode_line(chat.mode, ui, has_llm_key=has_llm_key)
+        return Reply([escape(f"{current}\n{t('mode_usage', ui)}")])
     await services.db.set_chat_settings(asker.chat_id, mode=choice)
     log.info("chat_settings chat_id=%d mode=%s", asker.chat_id, choice)
-    return Reply([escape(t("mode_set", ui, mode=t(f"mode_{choice}", ui)))])
+    text = t("mode_set", ui, mode=t(f"mode_{choice}", ui))
+    if choice == "generative" and not has_llm_key:
+        text += "\n" + t("mode_no_llm_key", ui)
+    return Reply([escape(text)])
 
 
 def lang_line(lang: str, ui: str) -> str:
@@ -83,6 +89,10 @@ def lang_line(lang: str, ui: str) -> str:
     return t("lang_current", ui, language=language_name(lang, ui))
 
 
-def mode_line(mode: str, ui: str) -> str:
-    """The answer mode in force, in ``ui``: ``mode`` is one of ``MODES``."""
-    return t("mode_current", ui, mode=t(f"mode_{mode}", ui))
+def mode_line(mode: str, ui: str, *, has_llm_key: bool = True) -> str:
+    """The answer mode in force, in ``ui``: ``mode`` is one of ``MODES``. Generative mode
+    without an OpenRouter key (``has_llm_key`` False) adds that answers stay extractive."""
+    line = t("mode_current", ui, mode=t(f"mode_{mode}", ui))
+    if mode == "generative" and not has_llm_key:
+        line += "\n" + t("mode_no_llm_key", ui)
+    return line

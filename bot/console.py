@@ -123,7 +123,7 @@ async def banner(services: Services, asker: Asker) -> str:
         "kept between sessions (/lang and /mode change them; /help lists the commands, /quit "
         "leaves).",
         lang_line(chat.lang, ui),
-        mode_line(chat.mode, ui),
+        mode_line(chat.mode, ui, has_llm_key=bool(services.settings.openrouter.api_key)),
     ])
 
 

@@ -299,6 +299,14 @@ MESSAGES: dict[str, dict[str, str]] = {
         "gu": "ઉપયોગ: /mode extractive | generative",
         "te": "వాడుక: /mode extractive | generative",
     },
+    "mode_no_llm_key": {
+        "en": "Without OPENROUTER_API_KEY, answers stay extractive (sentences quoted from the "
+              "sources).",
+        "hi": "OPENROUTER_API_KEY के बिना जवाब उद्धरण ही रहेंगे (स्रोतों से सीधे लिए गए वाक्य)।",
+        "gu": "OPENROUTER_API_KEY વિના જવાબો અવતરણ જ રહેશે (સ્રોતોમાંથી સીધાં લીધેલાં વાક્યો).",
+        "te": "OPENROUTER_API_KEY లేకుండా సమాధానాలు ఉల్లేఖనగానే ఉంటాయి (మూలాల నుండి నేరుగా "
+              "తీసుకున్న వాక్యాలు).",
+    },
     "mode_extractive": {
         "en": "extractive (sentences quoted from the sources)",
         "hi": "उद्धरण (स्रोतों से सीधे लिए गए वाक्य)",

@@ -125,9 +125,10 @@ async def test_lang_and_mode_chosen_in_one_console_session_are_shown_when_the_ne
         await chat(later, _lines([]), out.append)
     finally:
         await later.close()
-    [_, lang, mode] = out[0].split("\n")
+    [_, lang, mode, no_key] = out[0].split("\n")
     assert lang == "जवाब की भाषा: हिंदी।"
     assert mode.startswith("जवाब का तरीका: रचित")
+    assert no_key == "OPENROUTER_API_KEY के बिना जवाब उद्धरण ही रहेंगे (स्रोतों से सीधे लिए गए वाक्य)।"
 
 
 async def test_lang_and_mode_without_argument_show_the_current_setting_and_usage(services):
@@ -140,6 +141,24 @@ async def test_lang_and_mode_without_argument_show_the_current_setting_and_usage
     await ask(services, "/lang gu")
     assert await ask(services, "/lang") == ["જવાબની ભાષા: ગુજરાતી.\n"
                                             "ઉપયોગ: /lang en | hi | gu | te | auto"]
+
+
+@pytest.mark.parametrize(("lang", "note"), [
+    ("en", "Without OPENROUTER_API_KEY, answers stay extractive (sentences quoted from the "
+           "sources)."),
+    ("hi", "OPENROUTER_API_KEY के बिना जवाब उद्धरण ही रहेंगे (स्रोतों से सीधे लिए गए वाक्य)।"),
+    ("gu", "OPENROUTER_API_KEY વિના જવાબો અવતરણ જ રહેશે (સ્રોતોમાંથી સીધાં લીધેલાં વાક્યો)."),
+    ("te", "OPENROUTER_API_KEY లేకుండా సమాధానాలు ఉల్లేఖనగానే ఉంటాయి (మూలాల నుండి నేరుగా "
+           "తీసుకున్న వాక్యాలు)."),
+], ids=["en", "hi", "gu", "te"])
+async def test_generative_mode_without_openrouter_key_is_set_but_says_answers_stay_extractive(
+        services, lang, note):
+    await ask(services, f"/lang {lang}")
+    [reply] = await ask(services, "/mode generative")
+    confirmation, said = reply.split("\n")
+    assert said == note
+    assert confirmation != note
+    assert (await services.db.get_chat_settings(CONSOLE_CHAT_ID)).mode == "generative"
 
 
 def test_python_m_bot_console_needs_no_token(tmp_path, sample_index_dir):

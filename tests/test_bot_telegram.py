@@ -475,7 +475,7 @@ async def test_lang_and_mode_without_argument_show_the_current_setting_and_usage
 async def test_generative_mode_answers_through_the_llm_with_citations(bot, tg, llm, bot_settings):
     await tg.push_text(CHAT, "/mode generative")
     [ack] = await replies(tg)
-    assert ack.startswith("Answer mode set to generative")
+    assert ack == "Answer mode set to generative (written from the sources)."  # key is set
     await tg.push_text(CHAT, XBOX)
     [answer] = await replies(tg)
     assert "Sources" in answer
@@ -483,6 +483,21 @@ async def test_generative_mode_answers_through_the_llm_with_citations(bot, tg, l
     stored = await last_decision(bot_settings)
     assert stored.result.mode == "generative"
     assert stored.result.trace.get("generate") is not None
+
+
+async def test_generative_mode_without_openrouter_key_says_answers_stay_extractive(
+        tg, bot_settings, pipeline):
+    settings = replace(bot_settings, openrouter=replace(bot_settings.openrouter, api_key=""))
+    async with running(settings, pipeline):
+        await tg.push_text(CHAT, "/mode generative")
+        [ack] = await replies(tg)
+        await tg.push_text(CHAT, "/mode")
+        [current] = await replies(tg)
+    no_key = ("Without OPENROUTER_API_KEY, answers stay extractive (sentences quoted from the "
+              "sources).")
+    assert ack == f"Answer mode set to generative (written from the sources).\n{no_key}"
+    assert current == (f"Answer mode: generative (written from the sources).\n{no_key}\n"
+                       "Usage: /mode extractive | generative")
 
 
 async def test_generative_fallback_is_noted_under_the_passage_answer(bot, tg, llm, bot_settings):
