@@ -9,6 +9,7 @@ See ``bot.settings`` for every variable.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import logging
 import sys
@@ -36,7 +37,7 @@ from bot.handlers import BotContext
 from bot.messages import t
 from bot.services import Services
 from bot.settings import Settings
-from bot.startup import StartupError, check_startup
+from bot.startup import StartupError, check_startup, connect_bot_api
 from rag.errors import RagError
 from rag.pipeline import Pipeline
 from rag.types import LANGUAGES
@@ -141,8 +142,20 @@ async def polling(app: Application, settings: Settings) -> AsyncIterator[Applica
 
 def run(app: Application, settings: Settings) -> None:
     """Serve until SIGINT/SIGTERM: a webhook when ``TELEGRAM_WEBHOOK_URL`` is set, else long
-    polling."""
+    polling.
+
+    Raises:
+        StartupError: the Bot API cannot be reached or refuses the token (checked with getMe
+            on the event loop PTB then runs on, before anything else starts).
+    """
     tg = settings.telegram
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)  # run_polling/run_webhook run on the current loop
+    try:
+        loop.run_until_complete(connect_bot_api(app.bot, tg.api_base))
+    except StartupError:
+        loop.close()
+        raise
     if tg.is_webhook:
         log.info("start mode=webhook url=%s listen=%s port=%d", tg.webhook_url, tg.webhook_listen,
                  tg.webhook_port)
@@ -181,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return run_console(settings)
         run(build_application(settings), settings)
-    except RagError as exc:
+    except (StartupError, RagError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -1,11 +1,13 @@
 """The real entry point, ``python -m bot``, as a child process polling the fake Bot API server:
-SIGKILL it mid-run, restart it, and check the decision log lost nothing already answered."""
+SIGKILL it mid-run, restart it, and check the decision log lost nothing already answered; and
+its one-line exit when the Bot API cannot be reached or refuses the token."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import os
+import re
 import signal
 import socket
 import sqlite3
@@ -134,3 +136,47 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+UNREACHABLE = ("error: cannot reach the Telegram Bot API at {base}: {reason}; check the network, "
+               "the token, or TELEGRAM_API_BASE")
+
+
+async def run_bot(env: dict[str, str], timeout_s: float = 60) -> tuple[int, str]:
+    """``python -m bot`` to its end: exit code and stderr."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE)
+    _, stderr = await asyncio.wait_for(proc.communicate(), timeout_s)
+    return proc.returncode, stderr.decode("utf-8", errors="replace")
+
+
+async def test_unreachable_bot_api_exits_2_with_one_line_and_no_traceback(
+        tmp_path, sample_index_dir):
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))  # bound but never listening: connections are refused
+        base = f"http://127.0.0.1:{closed.getsockname()[1]}/bot"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TELEGRAM_")} | {
+            "TELEGRAM_TOKEN": "123:ABC", "TELEGRAM_API_BASE": base,
+            "VOICE_RAG_INDEX_DIR": str(sample_index_dir),
+            "BOT_DB_PATH": str(tmp_path / "bot.sqlite3"), "SARVAM_API_KEY": "unused",
+        }
+        returncode, stderr = await run_bot(env)
+    assert returncode == 2, stderr
+    [line] = stderr.splitlines()
+    pattern = re.escape(UNREACHABLE.format(base=base, reason="@")).replace(
+        "@", r"httpx\.ConnectError: .+")
+    assert re.fullmatch(pattern, line), line
+
+
+async def test_wrong_token_exits_2_with_one_line_that_does_not_show_the_token(
+        tmp_path, sample_index_dir):
+    async with FakeTelegram() as tg:
+        env = bot_env(tg, sample_index_dir, tmp_path / "bot.sqlite3") | {
+            "TELEGRAM_TOKEN": "123:wrong-token"}
+        returncode, stderr = await run_bot(env)
+        expected = UNREACHABLE.format(base=tg.base_url,
+                                      reason="the token was refused (Unauthorized)")
+    assert returncode == 2, stderr
+    assert stderr.splitlines() == [expected]
+    assert "wrong-token" not in stderr
