@@ -13,11 +13,11 @@ from collections.abc import Iterable
 from html import escape
 
 from bot.messages import language_name, t
+from rag.text import excerpt
 from rag.types import Citation, Result, Stage, Status, Trace
 
 TELEGRAM_TEXT_LIMIT = 4096
 """Characters per message (Telegram counts after entity parsing; raw HTML is longer, so safe)."""
-EXCERPT_CHARS = 200
 """Longest passage excerpt shown under an answer, in characters (before escaping)."""
 TRANSCRIPT_CHARS = 300
 """Longest transcript echoed above a voice answer ("You said: …"), in characters: enough for
@@ -43,7 +43,7 @@ def render_result(result: Result, lang: str, transcript: str | None = None) -> l
     about ``TRANSCRIPT_CHARS``), then either the answer (with a low-confidence note when
     flagged, a note when the answer's passage is in another language, and one when generative
     mode fell back to the passage) followed by the cited passages (id, language, score to 3
-    decimals, an excerpt of about ``EXCERPT_CHARS`` characters), or the refusal/error wording;
+    decimals, the citation's excerpt), or the refusal/error wording;
     ``refused-no-match`` states the best score and the floor to 3 decimals, and
     ``refused-unanswerable`` that the closest passage (score above the floor) does not answer.
 
@@ -53,7 +53,7 @@ def render_result(result: Result, lang: str, transcript: str | None = None) -> l
     """
     parts: list[str] = []
     if transcript is not None:
-        heard = excerpt_of(transcript, TRANSCRIPT_CHARS)
+        heard = excerpt(transcript, TRANSCRIPT_CHARS)
         parts.append(f"<i>{escape(t('you_said', lang))}</i> {escape(heard)}")
     if result.status is Status.ANSWERED:
         parts.extend(_answer_parts(result, lang))
@@ -74,9 +74,9 @@ def render_trace(stages: Trace | Iterable[Stage], lang: str, query: str | None =
         return [escape(t("why_empty", lang))]
     lines = [f"<b>{escape(t('why_header', lang))}</b>"]
     if query:
-        lines.append(escape(t("why_query", lang, query=excerpt_of(query, WHY_QUERY_CHARS))))
+        lines.append(escape(t("why_query", lang, query=excerpt(query, WHY_QUERY_CHARS))))
     for stage in stage_list:
-        detail = excerpt_of(stage.detail, WHY_DETAIL_CHARS)
+        detail = excerpt(stage.detail, WHY_DETAIL_CHARS)
         detail = f": {escape(detail)}" if detail else ""
         lines.append(
             f"<code>{escape(stage.name)}</code> — {escape(stage.decision)}{detail} "
@@ -112,8 +112,7 @@ def _citation(n: int, citation: Citation, lang: str) -> str:
         f"{escape(language_name(citation.lang, lang))} · "
         f"{escape(t('score', lang))} {citation.score:.3f}"
     )
-    excerpt = excerpt_of(citation.excerpt)
-    return f"{head}\n<i>{escape(excerpt)}</i>" if excerpt else head
+    return f"{head}\n<i>{escape(citation.excerpt)}</i>" if citation.excerpt else head
 
 
 def _refusal_text(result: Result, lang: str) -> str:
@@ -149,19 +148,6 @@ def _bad_input_text(message: str, lang: str) -> str:
     if reason in ("empty", "too_short", "garbled", "unsupported_language"):
         return t(f"bad_input_{reason}", lang)
     return t("bad_input", lang)
-
-
-def excerpt_of(text: str, max_chars: int = EXCERPT_CHARS) -> str:
-    """``text`` with whitespace folded, cut at a word boundary to at most ``max_chars``
-    characters plus an ellipsis when it was longer."""
-    text = " ".join(text.split())
-    if len(text) <= max_chars:
-        return text
-    cut = text[:max_chars]
-    space = cut.rfind(" ")
-    if space >= max_chars * 0.6:
-        cut = cut[:space]
-    return cut.rstrip(" ,;:.") + "…"
 
 
 def _fmt(value: float | None) -> str:

@@ -43,9 +43,9 @@ from rag.errors import ServiceError
 from rag.guards import GroundingVerdict, check_grounding
 from rag.http import ServiceClient
 from rag.language import detect_language
-from rag.pipeline import Pipeline, Prepared, excerpt
+from rag.pipeline import Pipeline, Prepared
 from rag.settings import settings_from_env
-from rag.text import split_sentences, tokenize
+from rag.text import excerpt, split_sentences, tokenize
 from rag.types import Citation, Passage, Result, Status, Trace
 
 log = logging.getLogger(__name__)

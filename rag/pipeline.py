@@ -19,20 +19,10 @@ from rag.index import PassageIndex
 from rag.language import detect_language
 from rag.retrieval import retrieve
 from rag.settings import RagSettings
+from rag.text import excerpt
 from rag.types import LANGUAGES, Citation, Hit, Passage, Result, Status, Trace
 
 log = logging.getLogger(__name__)
-
-EXCERPT_CHARS = 200
-
-
-def excerpt(text: str, n_chars: int = EXCERPT_CHARS) -> str:
-    """The first ``n_chars`` of ``text``, cut at a word boundary with an ellipsis."""
-    if len(text) <= n_chars:
-        return text
-    cut = text[:n_chars].rsplit(" ", 1)[0]
-    return cut + "…"
-
 
 @dataclass(slots=True)
 class Prepared:

@@ -77,3 +77,20 @@ def coverage(query_tokens: set[str], text: str) -> float:
         return 0.0
     words = set(tokenize(text))
     return sum(token_matches(t, words) for t in query_tokens) / len(query_tokens)
+
+
+EXCERPT_CHARS = 200
+"""Longest passage excerpt shown with a citation, in characters."""
+
+
+def excerpt(text: str, max_chars: int = EXCERPT_CHARS) -> str:
+    """``text`` with whitespace folded, cut at a word boundary to at most ``max_chars``
+    characters plus an ellipsis when it was longer."""
+    text = " ".join(text.split())
+    if len(text) <= max_chars:
+        return text
+    cut = text[:max_chars]
+    space = cut.rfind(" ")
+    if space >= max_chars * 0.6:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:.") + "…"

@@ -25,10 +25,6 @@ class LoopbackServer:
         raise NotImplementedError
 
     @property
-    def is_running(self) -> bool:
-        return self._runner is not None
-
-    @property
     def url(self) -> str:
         """``http://host:port``."""
         if self._runner is None:

@@ -330,20 +330,6 @@ class FakeTelegram(LoopbackServer):
         }
         return await self._push_message(message)
 
-    async def push_callback(self, chat_id: int, message_id: int, data: str, *,
-                            user_id: int | None = None) -> dict:
-        """Queue a button press on the bot's message ``message_id`` (POSTed to the webhook if
-        one is set); returns the update dict."""
-        user = self._user(user_id if user_id is not None else chat_id, "en")
-        message = self._messages.get((chat_id, message_id)) or {
-            "message_id": message_id, "date": int(time.time()), "chat": self._chats[chat_id],
-        }
-        query = {
-            "id": f"CB-{self._next_update_id}", "from": user, "message": message,
-            "chat_instance": str(chat_id), "data": data,
-        }
-        return await self.push_update({"callback_query": query})
-
     async def push_update(self, raw: dict) -> dict:
         """Queue any update (POSTed to the webhook if one is set); returns it.
 

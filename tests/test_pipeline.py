@@ -18,6 +18,7 @@ def test_xbox_question_is_answered_with_a_cited_passage(pipeline):
     assert result.lang == "en" and result.answer_lang == "en"
     assert "$" in result.answer and "xbox" in result.answer.lower()
     assert result.citations and result.citations[0].passage_id.startswith("en-")
+    assert len(result.citations[0].excerpt) <= 201 and result.citations[0].excerpt.endswith("…")
     assert result.top_score >= result.floor == pytest.approx(0.840)
     assert [s.name for s in result.trace.stages] == ROOT_STAGES + [
         "answerability_gate", "answer", "grounding_guard"]

@@ -13,11 +13,11 @@ from bot.render import (
     TRANSCRIPT_CHARS,
     WHY_DETAIL_CHARS,
     WHY_QUERY_CHARS,
-    excerpt_of,
     render_result,
     render_trace,
     split_message,
 )
+from rag.text import excerpt
 from rag.types import LANGUAGES, Citation, Result, Status, Trace
 from standins.telegram import HtmlError, parse_html
 
@@ -162,9 +162,9 @@ def test_long_transcript_is_echoed_cut_to_about_300_chars_in_one_message():
 
 def test_long_excerpt_is_cut_at_a_word_to_about_200_chars():
     text = "word " * 100
-    excerpt = excerpt_of(text)
-    assert len(excerpt) <= 201 and excerpt.endswith("word…")
-    result = answered(citations=[Citation("en-1-1", "en", 0.9, text)])
+    short = excerpt(text)
+    assert len(short) <= 201 and short.endswith("word…")
+    result = answered(citations=[Citation("en-1-1", "en", 0.9, short)])
     [message] = render_result(result, "en")
     assert "word " * 60 not in message
 
