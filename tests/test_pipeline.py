@@ -65,13 +65,12 @@ def test_explicit_language_filters_passages(pipeline):
 def test_answer_comes_from_sibling_translation_when_top_passage_is_in_another_language(
     pipeline, sample_index
 ):
-    # A Telugu query answered from English-only retrieval: the te sibling of the top passage
-    # exists for the 20 query_ids shared across all four languages.
+    # An English question that speech-to-text labelled Telugu: the top passage is English (the
+    # +0.03 bonus does not lift a Telugu one above it), and its te sibling is in the corpus.
     result = pipeline.ask("how fast does an eagle travel", hint_lang="te")
     assert result.status is Status.ANSWERED, result.message
     top_id = result.trace.get("search").detail.split()[0]
-    if top_id.startswith("te-"):
-        pytest.skip("top passage already Telugu; no sibling needed")
+    assert top_id.startswith("en-")
     assert result.answer_lang == "te"
     assert [c.lang for c in result.citations] == ["te", top_id[:2]]
     assert "via sibling" in result.trace.get("answer").detail
