@@ -1,6 +1,6 @@
-"""The question pipeline: input guard → language → embed → search → relevance guard → answer →
-grounding guard, each stage timed into the trace. Synchronous and thread-safe; async front ends
-call :meth:`Pipeline.ask` through ``asyncio.to_thread``.
+"""The question pipeline: input guard → language → embed → search → relevance guard →
+answerability gate → answer → grounding guard, each stage timed into the trace. Synchronous
+and thread-safe; async front ends call :meth:`Pipeline.ask` through ``asyncio.to_thread``.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from rag.text import excerpt
 from rag.types import LANGUAGES, Citation, Hit, Passage, Result, Status, Trace
 
 log = logging.getLogger(__name__)
+
 
 @dataclass(slots=True)
 class Prepared:
