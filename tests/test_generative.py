@@ -230,9 +230,20 @@ async def test_fluent_unsupported_answer_falls_back_to_extractive(small_pipeline
     assert result.trace.get("grounding_guard").decision == "passed"  # the extractive answer's
 
 
-async def test_answer_with_a_number_its_passages_lack_falls_back(small_pipeline, llm, client):
-    # Token overlap fails but cosine 0.807 >= 0.794 passes: only the number check catches it.
-    invented = "The Xbox 360 was designed by Sony in 1994 and runs exclusively on solar power."
+@pytest.mark.parametrize(
+    ("invented", "verdict"),
+    [
+        # Token overlap fails but cosine 0.807 >= 0.794 passes: only the fact check catches it.
+        ("The Xbox 360 was designed by Sony in 1994 and runs exclusively on solar power.",
+         "-> similarity; facts not in passages: 1994, Sony"),
+        # Token overlap 0.400 >= 0.231 passes: only the fact check catches the invented maker.
+        ("It is made by Nintendo and sold only in Japan.",
+         "-> overlap; facts not in passages: Japan, Nintendo"),
+    ],
+)
+async def test_answer_stating_facts_its_passages_lack_falls_back(
+    small_pipeline, llm, client, invented, verdict
+):
     llm.enqueue(Reply.answer(invented, ["en-331047-0"]))
 
     result = await ask_generative(small_pipeline, client, XBOX_EN, lang="en")
@@ -240,7 +251,7 @@ async def test_answer_with_a_number_its_passages_lack_falls_back(small_pipeline,
     assert_extractive_fallback(result, small_pipeline, XBOX_EN, "en", "ungrounded")
     generative_guard = [s for s in result.trace.stages if s.name == "grounding_guard"][0]
     assert generative_guard.decision == "refused"
-    assert "-> similarity; facts not in passages: 1994, Sony" in generative_guard.detail
+    assert verdict in generative_guard.detail
     assert invented not in result.answer
 
 
@@ -403,19 +414,6 @@ def test_filter_citations_keeps_supplied_ids_and_numbers_in_order():
     kept, dropped = filter_citations(["en-1-2", 1, "en-9-9", 4, "2", 3], supplied)
     assert [p.id for p in kept] == ["en-1-2", "en-1-0", "en-1-1"]
     assert dropped == ["en-9-9 (not supplied)", "4 (out of range 1..3)"]
-
-
-async def test_answer_naming_what_its_passages_do_not_falls_back(small_pipeline, llm, client):
-    # Token overlap 0.400 >= 0.231 passes: only the name check catches the invented maker.
-    invented = "It is made by Nintendo and sold only in Japan."
-    llm.enqueue(Reply.answer(invented, ["en-331047-0"]))
-
-    result = await ask_generative(small_pipeline, client, XBOX_EN, lang="en")
-
-    assert_extractive_fallback(result, small_pipeline, XBOX_EN, "en", "ungrounded")
-    generative_guard = [s for s in result.trace.stages if s.name == "grounding_guard"][0]
-    assert "-> overlap; facts not in passages: Japan, Nintendo" in generative_guard.detail
-    assert invented not in result.answer
 
 
 def test_unsupported_facts_names_capitalised_words_missing_from_sources():

@@ -1,7 +1,7 @@
 import pytest
 
 from rag.language import detect_language, normalise_language
-from rag.text import content_tokens, split_sentences, tokenize
+from rag.text import content_tokens, excerpt, split_sentences, tokenize
 
 
 @pytest.mark.parametrize(
@@ -45,6 +45,12 @@ def test_tokenizer_keeps_matras_and_drops_danda():
 def test_sentences_end_at_danda_and_full_stop():
     text = "पहला वाक्य है। दूसरा वाक्य है॥ Third one. Fourth?"
     assert split_sentences(text) == ["पहला वाक्य है।", "दूसरा वाक्य है॥", "Third one.", "Fourth?"]
+
+
+def test_excerpt_is_cut_at_a_word_to_at_most_200_chars():
+    short = excerpt("word " * 100)
+    assert len(short) <= 201 and short.endswith("word…")
+    assert excerpt("  a   short\ntext ") == "a short text"
 
 
 def test_content_tokens_drop_question_words_in_each_language():

@@ -17,7 +17,6 @@ from bot.render import (
     render_trace,
     split_message,
 )
-from rag.text import excerpt
 from rag.types import LANGUAGES, Citation, Result, Status, Trace
 from standins.telegram import HtmlError, parse_html
 
@@ -158,15 +157,6 @@ def test_long_transcript_is_echoed_cut_to_about_300_chars_in_one_message():
     assert heard.startswith("You said: word0 word1 ") and heard.endswith("…")
     assert len(heard) <= len("You said: ") + TRANSCRIPT_CHARS + 1
     assert "1000 characters" in message
-
-
-def test_long_excerpt_is_cut_at_a_word_to_about_200_chars():
-    text = "word " * 100
-    short = excerpt(text)
-    assert len(short) <= 201 and short.endswith("word…")
-    result = answered(citations=[Citation("en-1-1", "en", 0.9, short)])
-    [message] = render_result(result, "en")
-    assert "word " * 60 not in message
 
 
 @pytest.mark.parametrize(
