@@ -1,7 +1,9 @@
-"""The acceptance demo script runs end to end: the real ``python -m bot`` child process against
-the stand-in servers answers a Hindi voice note in Devanagari with a citation, and /why."""
+"""Scripts run end to end on the sample index: the acceptance demo (the real ``python -m bot``
+child process against the stand-in servers answers a Hindi voice note in Devanagari with a
+citation, and /why) and the probe of the answerability gate's gap."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,3 +19,15 @@ def test_dev_bot_demo_answers_a_hindi_voice_note_with_citation_and_why(sample_in
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "hi-59804-7" in proc.stdout
     assert "relevance_guard" in proc.stdout and "floor 0.850 (hi)" in proc.stdout
+
+
+def test_unanswerable_probe_prints_each_signal_and_a_ceiling_per_language(sample_index_dir):
+    env = {**os.environ, "VOICE_RAG_INDEX_DIR": str(sample_index_dir)}
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "probe_unanswerable.py")],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    ceilings = re.findall(r"balanced accuracy at most (0\.\d+)", proc.stdout)
+    assert len(ceilings) == 2  # en and hi
+    assert all(0.5 < float(c) < 1.0 for c in ceilings)
+    aucs = [float(a) for a in re.findall(r"AUC (0\.\d+)", proc.stdout)]
+    assert len(aucs) == 2 * 9 and all(0.5 <= a <= 1.0 for a in aucs)
