@@ -247,6 +247,19 @@ MESSAGES: dict[str, dict[str, str]] = {
         "gu": "રચિત જવાબ ઉપલબ્ધ ન હતો ({reason}); જવાબ સીધો ફકરામાંથી આપ્યો છે.",
         "te": "రచిత సమాధానం అందుబాటులో లేదు ({reason}); సమాధానం నేరుగా భాగం నుండి ఇవ్వబడింది.",
     },
+    # reasons shown in generative_fallback, one per kind of rag.generative fallback code
+    "fallback_service": {
+        "en": "service unavailable", "hi": "सेवा उपलब्ध नहीं", "gu": "સેવા ઉપલબ્ધ નથી",
+        "te": "సేవ అందుబాటులో లేదు",
+    },
+    "fallback_malformed": {
+        "en": "malformed reply", "hi": "जवाब का रूप गलत", "gu": "જવાબનું સ્વરૂપ ખોટું",
+        "te": "సమాధాన రూపం తప్పు",
+    },
+    "fallback_unsupported": {
+        "en": "not supported by the passages", "hi": "अंशों से समर्थित नहीं",
+        "gu": "ફકરાઓથી સમર્થિત નથી", "te": "భాగాల మద్దతు లేదు",
+    },
     "sources": {"en": "Sources", "hi": "स्रोत", "gu": "સ્રોતો", "te": "మూలాలు"},
     "score": {"en": "score", "hi": "स्कोर", "gu": "સ્કોર", "te": "స్కోర్"},
     "you_said": {"en": "You said:", "hi": "आपने कहा:", "gu": "તમે કહ્યું:", "te": "మీరు అన్నారు:"},

@@ -87,6 +87,18 @@ def render_trace(stages: Trace | Iterable[Stage], lang: str, query: str | None =
     return split_message("\n".join(lines))
 
 
+FALLBACK_REASONS = {
+    "malformed": "fallback_malformed",
+    "malformed_output": "fallback_malformed",
+    "empty_answer": "fallback_unsupported",
+    "no_valid_citations": "fallback_unsupported",
+    "ungrounded": "fallback_unsupported",
+}
+"""User-facing kind of each rag.generative fallback code (the code itself shows in /why); any
+other code (timeout, rate_limited, server_error, unauthorized, bad_request, network) is the
+service being unavailable."""
+
+
 def _answer_parts(result: Result, lang: str) -> list[str]:
     parts = [escape(result.answer.strip())]
     notes = []
@@ -97,7 +109,8 @@ def _answer_parts(result: Result, lang: str) -> list[str]:
         notes.append(t("answer_from", lang, language=language_name(result.answer_lang, lang)))
     fallback = result.trace.get("fallback")
     if fallback is not None:  # generative mode answered extractively
-        notes.append(t("generative_fallback", lang, reason=fallback.decision))
+        reason = t(FALLBACK_REASONS.get(fallback.decision, "fallback_service"), lang)
+        notes.append(t("generative_fallback", lang, reason=reason))
     parts.extend(f"<i>{escape(note)}</i>" for note in notes)
     if result.citations:
         lines = [f"<b>{escape(t('sources', lang))}</b>"]

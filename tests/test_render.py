@@ -94,10 +94,24 @@ def test_answer_after_a_generative_fallback_says_so_with_the_reason(lang):
     trace.add("generate", "timeout", "no reply in 20 s", 20000.0)
     trace.add("fallback", "timeout", "answering extractively: no reply in 20 s")
     [message] = render_result(answered(lang=lang, answer_lang=lang, trace=trace), lang)
-    assert f"<i>{escape(t('generative_fallback', lang, reason='timeout'))}</i>" in message
+    reason = t("fallback_service", lang)
+    assert f"<i>{escape(t('generative_fallback', lang, reason=reason))}</i>" in message
+    assert "timeout" not in message  # the code is for /why, not for the user
     if lang == "en":
-        assert ("A generated answer was not available (timeout); answered from the passage."
-                in message)
+        assert ("A generated answer was not available (service unavailable); answered from the "
+                "passage." in message)
+
+
+@pytest.mark.parametrize(("code", "reason"), [("malformed_output", "malformed reply"),
+                                              ("ungrounded", "not supported by the passages"),
+                                              ("rate_limited", "service unavailable")])
+def test_each_fallback_code_gets_a_localised_reason(code, reason):
+    trace = Trace()
+    trace.add("fallback", code, "answering extractively")
+    [english] = render_result(answered(trace=trace), "en")
+    assert f"not available ({reason})" in english
+    [hindi] = render_result(answered(lang="hi", answer_lang="hi", trace=trace), "hi")
+    assert code not in hindi and reason not in hindi
 
 
 def test_answer_without_a_fallback_has_no_fallback_note():
