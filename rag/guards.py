@@ -25,6 +25,8 @@ _INJECTION = re.compile(
     re.IGNORECASE,
 )
 
+_INVISIBLE_BREAKS = frozenset("\u200b\u2060\ufeff")
+
 # Letters of the scripts the product serves: Latin, Devanagari, Gujarati, Telugu.
 _SUPPORTED_SCRIPTS = ("LATIN", "DEVANAGARI", "GUJARATI", "TELUGU")
 
@@ -43,12 +45,17 @@ class InputVerdict:
 def check_input(query: str, settings: RagSettings) -> InputVerdict:
     """Reject empty, over-long, garbled, unsupported-script and prompt-injection queries.
 
-    Control characters (Unicode Cc, e.g. NUL, ESC) and lone surrogates (Cs, from undecodable
-    bytes) are replaced by spaces first; format characters (Cf) stay, since ZWJ/ZWNJ shape
-    Indic words.
+    Control characters (Unicode Cc, e.g. NUL, ESC), lone surrogates (Cs, from undecodable
+    bytes) and invisible word breaks (zero-width space, word joiner, BOM: copy-paste debris)
+    are replaced by spaces first; other format characters (Cf) stay, since ZWJ/ZWNJ shape Indic
+    words. NFKC then folds compatibility forms, so fullwidth or "bold" letters (ｘｂｏｘ, 𝐗𝐛𝐨𝐱)
+    read as the plain letters they stand for.
     """
-    cleaned = "".join(" " if unicodedata.category(ch) in ("Cc", "Cs") else ch for ch in query or "")
-    text = " ".join(unicodedata.normalize("NFC", cleaned).split())
+    cleaned = "".join(
+        " " if unicodedata.category(ch) in ("Cc", "Cs") or ch in _INVISIBLE_BREAKS else ch
+        for ch in query or ""
+    )
+    text = " ".join(unicodedata.normalize("NFKC", cleaned).split())
     n_chars = len(text)
     if not text:
         return InputVerdict(False, "empty", text, "no text")
@@ -77,8 +84,11 @@ def check_input(query: str, settings: RagSettings) -> InputVerdict:
 
 
 def _garbled_reason(text: str, n_letters: int) -> str:
-    """Why ``text`` looks like noise (speech-to-text junk, key mashing), or ``""``."""
-    non_space = sum(not ch.isspace() for ch in text)
+    """Why ``text`` looks like noise (speech-to-text junk, key mashing), or ``""``. A run of one
+    symbol ("??????", "😀😀😀") counts once, and only letters count as repeated characters, so
+    emphatic punctuation, emoji and numbers such as 1000000 pass."""
+    folded = re.sub(r"([^\w\s])\1+", r"\1", text)
+    non_space = sum(not ch.isspace() for ch in folded)
     if n_letters / non_space < 0.5:
         return f"letters {n_letters}/{non_space} of non-space chars"
     tokens = tokenize(text)
@@ -86,8 +96,8 @@ def _garbled_reason(text: str, n_letters: int) -> str:
         return "a token over 40 chars"
     if len(tokens) >= 4 and len(set(tokens)) == 1:
         return f"one word repeated {len(tokens)} times"
-    if re.search(r"(.)\1{5,}", text):
-        return "a character repeated 6+ times"
+    if re.search(r"([^\W\d_])\1{5,}", text):
+        return "a letter repeated 6+ times"
     return ""
 
 

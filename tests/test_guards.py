@@ -45,6 +45,36 @@ def test_input_guard_passes_real_questions(query):
     assert "  " not in verdict.text
 
 
+@pytest.mark.parametrize(
+    "query",
+    [
+        "How much does an Xbox 360 cost??????",
+        "How much does an Xbox 360 cost......",
+        "How much does an Xbox 360 cost!!!!!!!",
+        "Does a house cost more than 1000000 dollars?",
+        "Xbox 360 की कीमत कितनी है??????",
+        "How much does an Xbox 360 cost? 😀😀😀😀😀😀",
+    ],
+)
+def test_emphatic_punctuation_emoji_and_long_numbers_are_not_garbled(query):
+    verdict = check_input(query, S)
+    assert verdict.is_ok, verdict
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("ｘｂｏｘ ３６０ ｃｏｓｔ", "xbox 360 cost"),
+        ("𝐗𝐛𝐨𝐱 𝟑𝟔𝟎 𝐜𝐨𝐬𝐭", "Xbox 360 cost"),
+        ("\u200b" * 10 + "Xbox\u200bcost\ufeff", "Xbox cost"),
+    ],
+)
+def test_fullwidth_bold_and_zero_width_forms_read_as_plain_text(query, expected):
+    verdict = check_input(query, S)
+    assert verdict.is_ok, verdict
+    assert verdict.text == expected
+
+
 def test_input_guard_removes_control_characters_and_lone_surrogates():
     verdict = check_input("what\x01is the\x07cost of\x1b xbox \udcff360", S)
     assert verdict.is_ok

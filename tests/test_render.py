@@ -177,7 +177,7 @@ def test_long_transcript_is_echoed_cut_to_about_300_chars_in_one_message():
     ("message", "expected"),
     [
         ("bad input: empty (no text)", "bad_input_empty"),
-        ("bad input: garbled (a character repeated 6+ times)", "bad_input_garbled"),
+        ("bad input: garbled (a letter repeated 6+ times)", "bad_input_garbled"),
         ("bad input: injection (prompt-injection phrasing)", "bad_input"),
         ("bad input: unsupported_language (3/4 letters outside)", "bad_input_unsupported_language"),
     ],
