@@ -16,8 +16,10 @@ Flow of :func:`ask_generative` (each step is a trace stage)::
 Fallback reasons (``Stage("fallback", reason, detail)``): the client's ``ServiceError.reason``
 (``timeout``, ``rate_limited``, ``server_error``, ``unauthorized``, ``bad_request``,
 ``network``, ``malformed``), ``malformed_output`` (twice), ``empty_answer``,
-``no_valid_citations`` and ``ungrounded``. Transport failures are not retried: the user gets the
-extractive answer at once instead of waiting seconds more.
+``no_valid_citations``, ``ungrounded`` and ``wrong_language`` (the answer's script is not the
+question's language: the extractive answer can show the passage's translation instead).
+Transport failures are not retried: the user gets the extractive answer at once instead of
+waiting seconds more.
 
 Settings: ``OPENROUTER_API_KEY``, ``OPENROUTER_BASE_URL``, ``OPENROUTER_MODEL``,
 ``OPENROUTER_TIMEOUT_S``, ``OPENROUTER_MAX_PASSAGES``, ``OPENROUTER_MAX_TOKENS``. Try it without
@@ -298,7 +300,8 @@ def filter_citations(
     kept: list[Passage] = []
     dropped: list[str] = []
     for c in citations:
-        number = c if isinstance(c, int) else (int(c) if c.isdigit() else None)
+        # isdecimal, not isdigit: "¹" and "①" are digits that int() rejects
+        number = c if isinstance(c, int) else (int(c) if c.isdecimal() else None)
         if number is not None:
             passage = supplied[number - 1] if 1 <= number <= len(supplied) else None
             why = f"out of range 1..{len(supplied)}"
@@ -452,8 +455,7 @@ async def _answer(pipeline: Pipeline, client: OpenRouterClient, prepared: Prepar
         raise _Fallback("ungrounded", verdict.detail + numbers)
     answer_lang = detect_language(generation.answer)
     if answer_lang != prepared.lang:
-        trace.add("answer_language", "mismatch",
-                  f"asked {prepared.lang}, answer script {answer_lang}")
+        raise _Fallback("wrong_language", f"asked {prepared.lang}, answer script {answer_lang}")
     citations = [Citation(p.id, p.lang, score, excerpt(p.text))
                  for p, score in zip(cited, scores, strict=True)]
     return prepared.result(Status.ANSWERED, answer=generation.answer, answer_lang=answer_lang,

@@ -314,6 +314,27 @@ async def test_hindi_answer_grounded_in_a_hindi_passage_is_shown(small_pipeline,
     assert result.trace.get("grounding_guard").decision == "passed"
 
 
+@pytest.mark.parametrize(
+    ("query", "lang", "answer", "cited"),
+    [
+        # an English answer citing the Hindi passage, to a Hindi question
+        (XBOX_HI, None, "An Xbox 360 without a hard drive or any games costs about $200.",
+         "hi-331047-2"),
+        # a Hindi answer citing the English passage, to an English question
+        (XBOX_EN, "en", "Xbox 360 का औसत मूल्य $80 से $250 के बीच है।", "en-331047-0"),
+    ],
+)
+async def test_answer_in_another_language_than_the_question_falls_back(
+    small_pipeline, llm, client, query, lang, answer, cited
+):
+    llm.enqueue(Reply.answer(answer, [cited]))
+
+    result = await ask_generative(small_pipeline, client, query, lang=lang)
+
+    assert_extractive_fallback(result, small_pipeline, query, lang, "wrong_language")
+    assert result.answer_lang == result.lang and answer not in result.answer
+
+
 async def test_off_corpus_question_is_refused_without_calling_the_model(small_pipeline, llm,
                                                                          client):
     result = await ask_generative(small_pipeline, client, "What is the capital of Mongolia?")
@@ -414,6 +435,13 @@ def test_filter_citations_keeps_supplied_ids_and_numbers_in_order():
     kept, dropped = filter_citations(["en-1-2", 1, "en-9-9", 4, "2", 3], supplied)
     assert [p.id for p in kept] == ["en-1-2", "en-1-0", "en-1-1"]
     assert dropped == ["en-9-9 (not supplied)", "4 (out of range 1..3)"]
+
+
+def test_filter_citations_drops_superscript_and_circled_digits():
+    supplied = [Passage(f"en-1-{i}", "en", f"text {i}", 1, i) for i in range(3)]
+    kept, dropped = filter_citations(["¹", "①", "२"], supplied)
+    assert [p.id for p in kept] == ["en-1-1"]  # "२" is a Devanagari 2
+    assert dropped == ["¹ (not supplied)", "① (not supplied)"]
 
 
 def test_unsupported_facts_names_capitalised_words_missing_from_sources():
