@@ -47,7 +47,7 @@ from rag.http import ServiceClient
 from rag.language import detect_language
 from rag.pipeline import Pipeline, Prepared
 from rag.settings import settings_from_env
-from rag.text import excerpt, split_sentences, tokenize
+from rag.text import clean_text, excerpt, split_sentences, tokenize
 from rag.types import Citation, Passage, Result, Status, Trace
 
 log = logging.getLogger(__name__)
@@ -285,7 +285,7 @@ def parse_generation(content: str) -> Generation:
             or not 0.0 <= confidence <= 1.0:
         raise MalformedOutputError(f"confidence {confidence!r} is not a number in [0, 1]")
     unique = list(dict.fromkeys(c.strip() if isinstance(c, str) else c for c in citations))
-    return Generation(" ".join(answer.split()), unique, float(confidence))
+    return Generation(clean_text(answer, nfkc=False), unique, float(confidence))
 
 
 def filter_citations(

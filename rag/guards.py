@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rag.settings import RagSettings
-from rag.text import content_tokens, tokenize
+from rag.text import clean_text, content_tokens, tokenize
 
 # Prompt-injection phrasings seen in public jailbreak lists and peer input guards (en, hi).
 _INJECTION = re.compile(
@@ -24,8 +24,6 @@ _INJECTION = re.compile(
     r"|पिछले\s+(सभी\s+)?निर्देशों\s+को\s+(अनदेखा|नज़रअंदाज़|नजरअंदाज)",
     re.IGNORECASE,
 )
-
-_INVISIBLE_BREAKS = frozenset("\u200b\u2060\ufeff")
 
 # Letters of the scripts the product serves: Latin, Devanagari, Gujarati, Telugu.
 _SUPPORTED_SCRIPTS = ("LATIN", "DEVANAGARI", "GUJARATI", "TELUGU")
@@ -43,19 +41,10 @@ class InputVerdict:
 
 
 def check_input(query: str, settings: RagSettings) -> InputVerdict:
-    """Reject empty, over-long, garbled, unsupported-script and prompt-injection queries.
-
-    Control characters (Unicode Cc, e.g. NUL, ESC), lone surrogates (Cs, from undecodable
-    bytes) and invisible word breaks (zero-width space, word joiner, BOM: copy-paste debris)
-    are replaced by spaces first; other format characters (Cf) stay, since ZWJ/ZWNJ shape Indic
-    words. NFKC then folds compatibility forms, so fullwidth or "bold" letters (ｘｂｏｘ, 𝐗𝐛𝐨𝐱)
-    read as the plain letters they stand for.
-    """
-    cleaned = "".join(
-        " " if unicodedata.category(ch) in ("Cc", "Cs") or ch in _INVISIBLE_BREAKS else ch
-        for ch in query or ""
-    )
-    text = " ".join(unicodedata.normalize("NFKC", cleaned).split())
+    """Reject empty, over-long, garbled, unsupported-script and prompt-injection queries; the
+    query is first cleaned by :func:`rag.text.clean_text` (control characters, lone surrogates,
+    zero-width spaces removed; NFKC; whitespace folded)."""
+    text = clean_text(query or "")
     n_chars = len(text)
     if not text:
         return InputVerdict(False, "empty", text, "no text")

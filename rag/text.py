@@ -42,6 +42,23 @@ STOPWORDS: dict[str, frozenset[str]] = {
 }
 
 
+_INVISIBLE_BREAKS = frozenset("\u200b\u2060\ufeff")
+
+
+def clean_text(text: str, nfkc: bool = True) -> str:
+    """``text`` as storable, displayable text: control characters (Unicode Cc, e.g. NUL, ESC),
+    lone surrogates (Cs, from undecodable bytes or a JSON ``"\\ud800"``) and invisible word
+    breaks (zero-width space, word joiner, BOM: copy-paste debris) become spaces, and whitespace
+    runs fold to one space. Other format characters (Cf) stay: ZWJ/ZWNJ shape Indic words.
+    ``nfkc`` folds compatibility forms, so fullwidth or "bold" letters (ｘｂｏｘ, 𝐗𝐛𝐨𝐱) read as
+    plain ones (also "²" as "2": off for text that quotes passages), else NFC."""
+    kept = "".join(
+        " " if unicodedata.category(ch) in ("Cc", "Cs") or ch in _INVISIBLE_BREAKS else ch
+        for ch in text
+    )
+    return " ".join(unicodedata.normalize("NFKC" if nfkc else "NFC", kept).split())
+
+
 def tokenize(text: str) -> list[str]:
     """Lower-cased word tokens; Indic words keep their matras and viramas intact."""
     text = unicodedata.normalize("NFC", text)

@@ -437,6 +437,13 @@ def test_filter_citations_keeps_supplied_ids_and_numbers_in_order():
     assert dropped == ["en-9-9 (not supplied)", "4 (out of range 1..3)"]
 
 
+def test_parse_generation_removes_lone_surrogates_and_control_characters():
+    generation = parse_generation('{"answer": "Xbox 360 \\ud800cost\\u0007 $80", '
+                                  '"citations": [1], "confidence": 0.5}')
+    assert generation.answer == "Xbox 360 cost $80"
+    generation.answer.encode("utf-8")  # storable
+
+
 def test_filter_citations_drops_superscript_and_circled_digits():
     supplied = [Passage(f"en-1-{i}", "en", f"text {i}", 1, i) for i in range(3)]
     kept, dropped = filter_citations(["¹", "①", "२"], supplied)
