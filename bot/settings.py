@@ -94,7 +94,8 @@ class Settings:
         """Read every section from ``env`` (default ``os.environ``).
 
         Raises:
-            ValueError: a malformed value (e.g. ``BOT_ALLOWED_USER_IDS=12,abc``).
+            ValueError: a malformed value, naming the variable (e.g. ``BOT_MAX_VOICE_S=2m``,
+                ``BOT_ALLOWED_USER_IDS=12,abc``, ``VOICE_RAG_USE_GATE=maybe``).
         """
         env = os.environ if env is None else env
         bot = settings_from_env(BotSettings, env, "BOT_")
@@ -107,7 +108,10 @@ class Settings:
             ) from exc
         telegram = settings_from_env(TelegramSettings, env, "TELEGRAM_")
         if env.get("PORT") and not env.get("TELEGRAM_WEBHOOK_PORT"):
-            telegram = replace(telegram, webhook_port=int(env["PORT"]))
+            try:
+                telegram = replace(telegram, webhook_port=int(env["PORT"]))
+            except ValueError:
+                raise ValueError(f"PORT must be an integer, got {env['PORT']!r}") from None
         return cls(
             rag=RagSettings.from_env(env),
             sarvam=SarvamSettings.from_env(env),

@@ -132,7 +132,11 @@ def main(argv: list[str] | None = None) -> int:
 
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    settings = RagSettings.from_env()
+    try:
+        settings = RagSettings.from_env()
+    except ValueError as exc:  # a malformed VOICE_RAG_* value, named in the message
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if args.index:
         settings = replace(settings, index_dir=Path(args.index))
     if args.encoder:

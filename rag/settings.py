@@ -62,20 +62,35 @@ class RagSettings:
         return settings_from_env(cls, os.environ if env is None else env, prefix)
 
 
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+
+
 def settings_from_env(cls, env: Mapping[str, str], prefix: str):
-    """Build dataclass ``cls`` from ``{prefix}{FIELD}`` variables, converted to field types."""
+    """Build dataclass ``cls`` from ``{prefix}{FIELD}`` variables, converted to field types.
+
+    Booleans accept ``true``/``false``, ``1``/``0``, ``yes``/``no``, ``on``/``off`` (any case).
+
+    Raises:
+        ValueError: a value that does not convert, naming the variable and the value, e.g.
+            "VOICE_RAG_FLOOR_EN must be a number, got 'high'".
+    """
     kwargs = {}
     for f in fields(cls):
-        raw = env.get(prefix + f.name.upper())
+        name = prefix + f.name.upper()
+        raw = env.get(name)
         if raw is None or raw == "":
             continue
         kind = f.type if isinstance(f.type, str) else f.type.__name__
         if kind.startswith("float"):
-            kwargs[f.name] = float(raw)
+            kwargs[f.name] = _convert(float, raw, name, "a number")
         elif kind.startswith("int"):
-            kwargs[f.name] = int(raw)
+            kwargs[f.name] = _convert(int, raw, name, "an integer")
         elif kind.startswith("bool"):
-            kwargs[f.name] = raw.strip().lower() in {"1", "true", "yes", "on"}
+            word = raw.strip().lower()
+            if word not in _TRUE | _FALSE:
+                raise ValueError(f"{name} must be true or false (or 1/0, yes/no), got {raw!r}")
+            kwargs[f.name] = word in _TRUE
         elif kind.startswith("Path"):
             kwargs[f.name] = Path(raw)
         elif kind.startswith("tuple"):
@@ -83,3 +98,10 @@ def settings_from_env(cls, env: Mapping[str, str], prefix: str):
         else:
             kwargs[f.name] = raw
     return cls(**kwargs)
+
+
+def _convert(kind: type, raw: str, name: str, what: str):
+    try:
+        return kind(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be {what}, got {raw!r}") from None
