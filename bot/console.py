@@ -8,9 +8,11 @@ Telegram handlers call, on the local index and the SQLite decision log.
     > path/to/voice-note.ogg         # any audio file ffmpeg reads; needs SARVAM_API_KEY
     > /quit
 
-A line naming a regular file is sent as a voice note; one that looks like a path (see
-:func:`looks_like_path`) but names no readable file gets "no audio file", and an unknown
-``/command`` gets "unknown command"; every other line is a typed question.
+A line naming a regular file is sent as a voice note (one level of shell quoting is removed
+first, as a terminal's drag and drop writes ``'/tmp/x.ogg'`` or ``/tmp/my\\ note.ogg``; see
+:func:`file_name`); a file that cannot be read gets "could not read this audio"; a line that
+looks like a path (see :func:`looks_like_path`) but names no readable file gets "no audio
+file"; an unknown ``/command`` gets "unknown command"; every other line is a typed question.
 
 Questions and the ``/lang`` and ``/mode`` choices are recorded under chat id 0
 (``CONSOLE_CHAT_ID``) in ``BOT_DB_PATH``, so the choices carry over to later sessions; each
@@ -23,11 +25,13 @@ import asyncio
 import html
 import os
 import re
+import shlex
 import sys
 from collections.abc import AsyncIterable, Callable
 from functools import partial
 from pathlib import Path
 
+from bot.audio import AudioError
 from bot.commands import (
     help_reply,
     lang_line,
@@ -68,16 +72,49 @@ async def handle_line(services: Services, asker: Asker, line: str) -> Reply | No
             return await lang_reply(services, asker, arg or None)
         case "/mode":
             return await mode_reply(services, asker, arg or None)
-    path = _readable_file(line)
+    name = file_name(line)
+    path = _readable_file(name)
     if path is not None:
         note = VoiceNote(path.stat().st_size, None, fetch=partial(asyncio.to_thread,
-                                                                  path.read_bytes))
+                                                                  _read_audio, path))
         return await answer_voice(services, asker, note)
-    if looks_like_path(line):
-        return await notice_reply(services, asker, "no_audio_file", path=line)
+    if looks_like_path(name):
+        return await notice_reply(services, asker, "no_audio_file", path=name)
     if command.startswith("/"):
         return await notice_reply(services, asker, "unknown_command", command=command)
     return await answer_text(services, asker, line)
+
+
+def file_name(line: str) -> str:
+    """The file name ``line`` stands for: ``line`` with one level of shell quoting and escapes
+    removed, as a terminal's drag and drop writes a path (``'/tmp/x.ogg'``,
+    ``"/tmp/my note.ogg"``, ``/tmp/my\\ note.ogg``); ``line`` itself when it has no quotes or
+    backslashes, names something as typed, or is not exactly one shell word."""
+    if not any(ch in line for ch in "'\"\\"):
+        return line
+    try:
+        if Path(line).expanduser().exists():
+            return line
+    except (OSError, RuntimeError):  # a name over 255 bytes, ~user with no such user
+        pass
+    try:
+        words = shlex.split(line)
+    except ValueError:  # an unclosed quote: "What's an Xbox?"
+        return line
+    return words[0] if len(words) == 1 else line
+
+
+def _read_audio(path: Path) -> bytes:
+    """The file's bytes.
+
+    Raises:
+        AudioError: the read failed (e.g. EIO on ``/proc/self/mem``, the file removed since),
+            so the user gets the "could not read this audio" answer.
+    """
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise AudioError(f"cannot read {path}: {exc.strerror or exc}") from exc
 
 
 def _readable_file(line: str) -> Path | None:

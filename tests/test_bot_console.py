@@ -94,6 +94,35 @@ async def test_path_to_no_readable_audio_file_says_so(services, tmp_path, line):
     assert await services.db.last_decision(CONSOLE_CHAT_ID) is None
 
 
+@pytest.mark.parametrize("quote", [
+    lambda path: f"'{path}'",
+    lambda path: f'"{path}"',
+    lambda path: path.replace(" ", "\\ "),
+], ids=["single-quotes", "double-quotes", "backslash-escapes"])
+async def test_dragged_and_dropped_path_with_shell_quoting_is_sent_as_a_voice_note(
+        services, tmp_path, quote):
+    note = tmp_path / "my note.ogg"
+    note.write_bytes(sine_ogg(2))
+    [reply] = await ask(services, quote(str(note)))  # no SARVAM_API_KEY: refused after reading
+    assert reply.startswith("The speech service is not available right now."), reply
+    assert (await services.db.last_decision(CONSOLE_CHAT_ID)).source == "voice"
+
+
+async def test_quoted_path_to_a_missing_file_names_it_without_quotes(services, tmp_path):
+    missing = tmp_path / "gone.ogg"
+    [reply] = await ask(services, f"'{missing}'")
+    assert reply.startswith(f"No audio file at {missing}: it does not exist"), reply
+
+
+async def test_file_that_fails_to_read_gets_could_not_read_and_the_session_goes_on(services):
+    out: list[str] = []
+    await chat(services, _lines(["/proc/self/mem", "/why", "How much does an Xbox 360 cost?"]),
+               out.append)
+    assert out[1].startswith("I could not read this audio."), out[1]
+    assert "cannot read /proc/self/mem: Input/output error" in to_plain(out[2]), out[2]
+    assert "Sources" in out[3]
+
+
 async def test_unknown_command_says_so_in_the_chat_language(services):
     [english] = await ask(services, "/foo bar")
     await ask(services, "/lang hi")
