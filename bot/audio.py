@@ -12,11 +12,15 @@ import io
 import logging
 import shutil
 import time
+import warnings
 import wave
 
-from pydub import AudioSegment
-from pydub.exceptions import CouldntDecodeError
-from pydub.silence import detect_silence
+with warnings.catch_warnings():
+    # pydub warns at import when ffmpeg is missing; bot.startup says so in one line with the fix
+    warnings.filterwarnings("ignore", "Couldn't find ffmpeg", RuntimeWarning)
+    from pydub import AudioSegment
+    from pydub.exceptions import CouldntDecodeError
+    from pydub.silence import detect_silence
 
 logger = logging.getLogger(__name__)
 

@@ -180,3 +180,18 @@ async def test_wrong_token_exits_2_with_one_line_that_does_not_show_the_token(
     assert returncode == 2, stderr
     assert stderr.splitlines() == [expected]
     assert "wrong-token" not in stderr
+
+
+async def test_missing_ffmpeg_exits_2_with_one_line(tmp_path, sample_index_dir):
+    python_only = tmp_path / "bin"  # a PATH with this Python and nothing else
+    python_only.mkdir()
+    (python_only / "python3").symlink_to(sys.executable)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TELEGRAM_")} | {
+        "PATH": str(python_only), "TELEGRAM_TOKEN": "123:ABC",
+        "VOICE_RAG_INDEX_DIR": str(sample_index_dir), "BOT_DB_PATH": str(tmp_path / "db"),
+    }
+    returncode, stderr = await run_bot(env)
+    assert returncode == 2, stderr
+    assert stderr.splitlines() == [
+        "error: ffmpeg is not installed, so voice notes cannot be decoded: apt-get install "
+        "ffmpeg (pip's ffmpeg-python is not ffmpeg)"]
