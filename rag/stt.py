@@ -17,6 +17,7 @@ import logging
 import os
 import random
 import time
+import unicodedata
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -138,6 +139,16 @@ def _error_message(response: httpx.Response) -> str:
     return str(body)[:200]
 
 
+def _clean_text(value: object) -> str | None:
+    """External text made safe to store and show: control characters (Unicode Cc) and lone
+    surrogates (Cs) become spaces and whitespace is folded, as the input guard does to typed
+    text; None for a value that is not a string."""
+    if not isinstance(value, str):
+        return None
+    return " ".join("".join(" " if unicodedata.category(ch) in ("Cc", "Cs") else ch
+                            for ch in value).split())
+
+
 def _normalised_language(code: str | None) -> str | None:
     try:
         return normalise_language(code)
@@ -232,7 +243,9 @@ class SarvamSTT(ServiceClient):
                 default) lets Sarvam detect it.
 
         Returns:
-            A :class:`Transcript`; ``text`` is stripped and may be empty for silence.
+            A :class:`Transcript`; ``text`` has control characters and lone surrogates replaced
+            by spaces and whitespace folded, and may be empty for silence. A language code or
+            request id that is not a string counts as missing (None).
 
         Raises:
             ServiceError: ``("sarvam", reason, detail)`` after the last attempt.
@@ -266,17 +279,17 @@ class SarvamSTT(ServiceClient):
             )
             detail = f"{exc.detail}; {n_attempts} attempt(s)" if n_attempts > 1 else exc.detail
             raise ServiceError(SERVICE, exc.reason, detail) from exc
-        raw_code = body.get("language_code") or None
+        raw_code = _clean_text(body.get("language_code")) or None  # e.g. 7 -> None
         probability = body.get("language_probability")
         transcript = Transcript(
-            text=body["transcript"].strip(),
+            text=_clean_text(body["transcript"]),
             language=_normalised_language(raw_code),
             raw_language_code=raw_code,
             elapsed_ms=round((time.perf_counter() - start) * 1000, 3),
             language_probability=float(probability)
             if isinstance(probability, int | float)
             else None,
-            request_id=body.get("request_id"),
+            request_id=_clean_text(body.get("request_id")) or None,
             n_attempts=n_attempts,
         )
         logger.info(

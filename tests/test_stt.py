@@ -194,6 +194,28 @@ async def test_unsupported_language_code_gives_language_none_and_keeps_raw_code(
     assert result.text == "தமிழ்நாட்டின் தலைநகரம்"
 
 
+async def test_control_chars_and_lone_surrogates_in_transcript_are_dropped(sarvam, stt, wav):
+    sarvam.enqueue(Reply(transcript="Xbox\x00 360\x1b[2J cost?\n\ud800", language_code="en-IN"))
+
+    result = await stt.transcribe(wav)
+
+    assert result.text == "Xbox 360 [2J cost?"
+    assert result.language == "en"
+
+
+@pytest.mark.parametrize("code", [7, ["hi-IN"], {"code": "hi-IN"}, True],
+                         ids=["int", "list", "dict", "bool"])
+async def test_language_code_or_request_id_that_is_not_a_string_counts_as_missing(
+        sarvam, stt, wav, code):
+    body = {"transcript": "Xbox 360 cost?", "language_code": code, "request_id": 12}
+    sarvam.enqueue(Reply(body=body), Reply(body=body))
+
+    result = await stt.transcribe_long([wav, wav])
+
+    assert result.text == "Xbox 360 cost? Xbox 360 cost?"
+    assert (result.language, result.raw_language_code, result.request_id) == (None, None, None)
+
+
 async def test_wav_that_is_not_16khz_mono_is_a_bad_request_without_retry(sarvam, stt):
     with pytest.raises(ServiceError) as err:
         await stt.transcribe(make_wav(1.0, sample_rate_hz=8_000))
