@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
@@ -35,6 +36,10 @@ MODES: tuple[str, ...] = ("extractive", "generative")
 """Allowed ``ChatSettings.mode``."""
 
 DEFAULT_BUSY_TIMEOUT_MS = 5000  # milliseconds a write waits for another process's lock
+
+# Lone surrogates (from undecodable bytes or a service's "\ud800") cannot be encoded as UTF-8,
+# so SQLite would refuse the whole row; they are stored as U+FFFD instead.
+_SURROGATE_RE = re.compile(r"[\ud800-\udfff]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,15 +161,21 @@ class Database:
 
         ``source`` is one of ``SOURCES``; ``transcript`` the raw speech-to-text output (voice);
         ``stt_ms``/``reply_ms`` in milliseconds. A refused ``result`` (``status.is_refusal``)
-        also gets a ``refusals`` row in the same transaction. Raises ValueError on an unknown
-        source or status.
+        also gets a ``refusals`` row in the same transaction. Lone surrogates in any text are
+        stored as U+FFFD (the replacement character). Raises ValueError on an unknown source or
+        status.
         """
         if source not in SOURCES:
             raise ValueError(f"source {source!r} is not one of {', '.join(SOURCES)}")
         status = Status(result.status)
         created_at = _utc_now_iso()
-        citations = json.dumps([asdict(c) for c in result.citations], ensure_ascii=False)
-        trace = json.dumps(result.trace.to_list(), ensure_ascii=False)
+        citations = _storable(
+            json.dumps([asdict(c) for c in result.citations], ensure_ascii=False))
+        trace = _storable(json.dumps(result.trace.to_list(), ensure_ascii=False))
+        transcript, query, answer, message = (
+            _storable(t) for t in (transcript, result.query, result.answer, result.message))
+        lang, mode, answer_lang = (
+            _storable(t) for t in (result.lang, result.mode, result.answer_lang))
         async with self._transaction() as conn:
             cursor = await conn.execute(
                 """
@@ -177,8 +188,8 @@ class Database:
                 """,
                 (
                     chat_id, message_id, user_id, created_at, source, transcript,
-                    result.query, result.lang, status.value, result.mode, result.answer,
-                    result.answer_lang, result.message, result.top_score, result.floor,
+                    query, lang, status.value, mode, answer,
+                    answer_lang, message, result.top_score, result.floor,
                     int(result.is_low_confidence), citations, trace,
                     result.trace.total_ms, stt_ms, reply_ms,
                 ),
@@ -192,8 +203,8 @@ class Database:
                     ) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                     (
-                        decision_id, chat_id, created_at, status.value, result.lang,
-                        result.top_score, result.floor, result.message,
+                        decision_id, chat_id, created_at, status.value, lang,
+                        result.top_score, result.floor, message,
                     ),
                 )
         return decision_id
@@ -271,6 +282,11 @@ class Database:
     async def _fetchone(self, sql: str, params: tuple[Any, ...]) -> aiosqlite.Row | None:
         async with self._conn.execute(sql, params) as cursor:
             return await cursor.fetchone()
+
+
+def _storable(text: str | None) -> str | None:
+    """``text`` with lone surrogates replaced by U+FFFD, so it encodes as UTF-8."""
+    return None if text is None else _SURROGATE_RE.sub("\ufffd", text)
 
 
 def _utc_now_iso() -> str:

@@ -56,6 +56,26 @@ async def test_console_answers_text_voice_why_and_lang(tmp_path, settings, pipel
     assert stored.source == "voice" and stored.transcript == CUCUMBER_HI
 
 
+async def test_voice_note_whose_transcript_has_a_lone_surrogate_and_numeric_language_is_answered(
+        tmp_path, settings, pipeline):
+    note = tmp_path / "xbox.ogg"
+    note.write_bytes(make_voice_note("How much does an Xbox 360 cost?", "en"))
+    async with SarvamStandin(api_key="k") as sarvam:
+        sarvam.enqueue(Reply("How much does an Xbox 360 cost? \ud800", language_code=7))
+        services = await Services.open(Settings(
+            rag=settings, sarvam=SarvamSettings(api_key="k", base_url=sarvam.base_url),
+            openrouter=OpenRouterSettings(), telegram=TelegramSettings(),
+            bot=BotSettings(db_path=tmp_path / "console.sqlite3"),
+        ), pipeline)
+        try:
+            [reply] = await ask(services, str(note))
+            stored = await services.db.last_decision(CONSOLE_CHAT_ID)
+        finally:
+            await services.close()
+    assert "Sources" in reply
+    assert stored.transcript == "How much does an Xbox 360 cost?"
+
+
 @pytest.fixture
 async def services(tmp_path, settings, pipeline) -> AsyncIterator[Services]:
     """Services on the sample index, no speech-to-text (these tests never reach it)."""

@@ -206,6 +206,22 @@ async def test_decision_round_trip_rebuilds_result_trace_and_citations(db):
     assert stored.created_at.tzinfo == UTC
 
 
+async def test_lone_surrogates_in_any_text_are_stored_as_replacement_characters(db):
+    result = refused_result(query="Xbox 360 cost? \ud800")
+    result.message = "no match for \udfff"
+    result.trace.add("speech_to_text", "hi-IN\ud800", "14 chars", 3.0)
+    result.citations = [Citation("en-1", "en", 0.5, "excerpt \udc80")]
+
+    await db.record_decision(9, 1, 2, "voice", result, transcript="Xbox 360 cost? \ud800")
+
+    stored = await db.last_decision(9)
+    [refusal] = await db.refusals(9)
+    assert stored.transcript == stored.result.query == "Xbox 360 cost? \ufffd"
+    assert stored.result.message == refusal.reason == "no match for \ufffd"
+    assert stored.result.trace.get("speech_to_text").decision == "hi-IN\ufffd"
+    assert stored.result.citations[0].excerpt == "excerpt \ufffd"
+
+
 async def test_set_reply_ms_updates_the_decision_and_rejects_unknown_ids(db):
     decision_id = await db.record_decision(1, 2, 3, "text", answered_result())
     await db.set_reply_ms(decision_id, 153.25)
