@@ -3,6 +3,8 @@
 One request carries at most 30 s of audio (Sarvam REST limit); split longer notes first
 (``bot.audio.split_wav``) and call :meth:`SarvamSTT.transcribe_long`.
 
+A whole note has one deadline, ``total_timeout_s``, across its chunks and their retries.
+
 Retries: up to ``max_attempts`` attempts in total on 429 (waiting ``Retry-After`` when the server
 sends it), 5xx, timeouts and connection errors, with exponential backoff in between. Every other
 failure is raised at once. All failures surface as ``rag.errors.ServiceError("sarvam", reason,
@@ -12,6 +14,7 @@ detail)`` with ``reason`` one of ``timeout``, ``rate_limited``, ``server_error``
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import logging
 import os
@@ -50,8 +53,12 @@ class SarvamSettings:
     model: str = "saaras:v3"
     # Seconds per network operation (connect, write, wait for the answer). 30 s of audio is
     # typically transcribed in 1-3 s; 10 s leaves room for a slow answer, and with the retries
-    # below a user waits at most about 21 s before "the speech service is slow".
+    # below one chunk takes at most about 21 s.
     timeout_s: float = 10.0
+    # Seconds for a whole voice note (every chunk, retries and backoff included) before the user
+    # hears "the speech service is slow"; 0 = no limit. A 120 s note is 5 chunks of typically
+    # 1-3 s each (up to 15 s); 30 s doubles that and still lets a 1-chunk note retry once.
+    total_timeout_s: float = 30.0
     # Attempts in total (1 = no retry) for 429, 5xx, timeouts and connection errors.
     max_attempts: int = 2
     # Backoff before retry n (1-based): backoff_base_s * 2**(n-1), +-25 % jitter, capped.
@@ -66,7 +73,11 @@ class SarvamSettings:
         cls, env: Mapping[str, str] | None = None, prefix: str = "SARVAM_"
     ) -> SarvamSettings:
         """Read ``{prefix}API_KEY``, ``{prefix}BASE_URL``, ``{prefix}MODEL``, ``{prefix}TIMEOUT_S``,
-        ``{prefix}MAX_ATTEMPTS``, ... from ``env`` (default ``os.environ``)."""
+        ``{prefix}TOTAL_TIMEOUT_S``, ``{prefix}MAX_ATTEMPTS``, ... from ``env`` (default
+        ``os.environ``).
+
+        Raises:
+            ValueError: a malformed value, naming the variable."""
         return settings_from_env(cls, os.environ if env is None else env, prefix)
 
 
@@ -305,7 +316,8 @@ class SarvamSTT(ServiceClient):
         return transcript
 
     async def transcribe_long(self, chunks: list[bytes], language: str | None = None) -> Transcript:
-        """Transcribe consecutive WAV chunks (``bot.audio.split_wav``) one after another and join.
+        """Transcribe consecutive WAV chunks (``bot.audio.split_wav``) one after another and join,
+        within ``settings.total_timeout_s`` seconds for them all (retries included).
 
         ``text`` joins the non-empty chunk texts with spaces; the language is the code Sarvam gave
         for most characters of text; ``elapsed_ms`` and ``n_attempts`` are totals; ``request_id``
@@ -313,12 +325,24 @@ class SarvamSTT(ServiceClient):
 
         Raises:
             ValueError: ``chunks`` is empty.
-            ServiceError: as :meth:`transcribe`, for the first chunk that fails.
+            ServiceError: as :meth:`transcribe`, for the first chunk that fails; ``timeout`` when
+                the chunks take longer than ``total_timeout_s`` in all.
         """
         if not chunks:
             raise ValueError("no audio chunks to transcribe: expected at least one WAV")
         start = time.perf_counter()
-        parts = [await self.transcribe(chunk, language) for chunk in chunks]
+        limit_s = self.settings.total_timeout_s
+        parts: list[Transcript] = []
+        try:
+            async with asyncio.timeout(limit_s if limit_s > 0 else None):
+                for chunk in chunks:
+                    parts.append(await self.transcribe(chunk, language))
+        except TimeoutError as exc:
+            detail = (f"{len(parts)} of {len(chunks)} chunk(s) transcribed in {limit_s:g} s, the "
+                      f"limit for a whole note (SARVAM_TOTAL_TIMEOUT_S)")
+            logger.warning("sarvam.stt deadline n_chunks=%d n_done=%d limit_s=%g", len(chunks),
+                           len(parts), limit_s)
+            raise ServiceError(SERVICE, "timeout", detail) from exc
         if len(parts) == 1:
             return parts[0]
         weights: Counter[str] = Counter()

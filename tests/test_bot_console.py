@@ -76,6 +76,27 @@ async def test_voice_note_whose_transcript_has_a_lone_surrogate_and_numeric_lang
     assert stored.transcript == "How much does an Xbox 360 cost?"
 
 
+async def test_voice_note_over_the_whole_note_speech_deadline_gets_speech_service_too_slow(
+        tmp_path, settings, pipeline):
+    note = tmp_path / "long.ogg"
+    note.write_bytes(sine_ogg(40))  # 2 chunks
+    async with SarvamStandin(api_key="k") as sarvam:
+        sarvam.enqueue(*[Reply("part", delay_s=0.8)] * 2)
+        services = await Services.open(Settings(
+            rag=settings, sarvam=SarvamSettings(api_key="k", base_url=sarvam.base_url,
+                                                timeout_s=5.0, total_timeout_s=1.0),
+            openrouter=OpenRouterSettings(), telegram=TelegramSettings(),
+            bot=BotSettings(db_path=tmp_path / "console.sqlite3"),
+        ), pipeline)
+        try:
+            [reply] = await ask(services, str(note))
+            why = to_plain((await ask(services, "/why"))[0])
+        finally:
+            await services.close()
+    assert reply.startswith("The speech service is too slow right now."), reply
+    assert "1 of 2 chunk(s) transcribed in 1 s" in why, why
+
+
 @pytest.fixture
 async def services(tmp_path, settings, pipeline) -> AsyncIterator[Services]:
     """Services on the sample index, no speech-to-text (these tests never reach it)."""

@@ -274,6 +274,33 @@ async def test_transcribe_long_joins_chunks_in_order_with_majority_language(sarv
     assert result.n_attempts == 3 and len(result.request_id.split(",")) == 3
 
 
+async def test_transcribe_long_gives_up_at_the_whole_note_deadline_as_timeout(
+        sarvam, settings, wav):
+    sarvam.enqueue(*[Reply(transcript="slow part", delay_s=0.6)] * 5)
+    limited = dataclasses.replace(settings, timeout_s=1.0, total_timeout_s=1.5)
+
+    start = time.perf_counter()
+    async with SarvamSTT(limited) as stt:
+        with pytest.raises(ServiceError) as err:
+            await stt.transcribe_long([wav] * 5)
+    elapsed_s = time.perf_counter() - start
+
+    assert (err.value.service, err.value.reason) == ("sarvam", "timeout")
+    assert "of 5 chunk(s) transcribed in 1.5 s" in err.value.detail
+    assert "SARVAM_TOTAL_TIMEOUT_S" in err.value.detail
+    assert 1.5 <= elapsed_s < 2.5  # not the 3 s that 5 chunks of 0.6 s take
+    assert len(sarvam.calls) < 5
+
+
+async def test_whole_note_deadline_of_0_means_no_limit(sarvam, settings, wav):
+    sarvam.enqueue(*[Reply(transcript="part", delay_s=0.2)] * 3)
+
+    async with SarvamSTT(dataclasses.replace(settings, total_timeout_s=0)) as stt:
+        result = await stt.transcribe_long([wav] * 3)
+
+    assert result.text == "part part part"
+
+
 async def test_transcribe_long_of_no_chunks_is_a_value_error(stt):
     with pytest.raises(ValueError, match="no audio chunks"):
         await stt.transcribe_long([])
@@ -299,9 +326,13 @@ def test_settings_read_from_sarvam_env_vars():
         "SARVAM_BASE_URL": "http://127.0.0.1:8090",
         "SARVAM_TIMEOUT_S": "7.5",
         "SARVAM_MAX_ATTEMPTS": "2",
+        "SARVAM_TOTAL_TIMEOUT_S": "45",
     }
 
     s = SarvamSettings.from_env(env)
+
+    assert s.total_timeout_s == 45.0
+    assert SarvamSettings().total_timeout_s == 30.0
 
     assert (s.api_key, s.base_url, s.timeout_s, s.max_attempts, s.model) == (
         "abc",
