@@ -20,7 +20,6 @@ import logging
 import os
 import random
 import time
-import unicodedata
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from rag.errors import ServiceError
 from rag.http import ServiceClient
 from rag.language import normalise_language
 from rag.settings import settings_from_env
+from rag.text import clean_text
 
 logger = logging.getLogger(__name__)
 
@@ -151,13 +151,9 @@ def _error_message(response: httpx.Response) -> str:
 
 
 def _clean_text(value: object) -> str | None:
-    """External text made safe to store and show: control characters (Unicode Cc) and lone
-    surrogates (Cs) become spaces and whitespace is folded, as the input guard does to typed
-    text; None for a value that is not a string."""
-    if not isinstance(value, str):
-        return None
-    return " ".join("".join(" " if unicodedata.category(ch) in ("Cc", "Cs") else ch
-                            for ch in value).split())
+    """External text made safe to store and show (:func:`rag.text.clean_text`, without NFKC:
+    the transcript is shown back as heard); None for a value that is not a string."""
+    return clean_text(value, nfkc=False) if isinstance(value, str) else None
 
 
 def _normalised_language(code: str | None) -> str | None:
