@@ -86,9 +86,9 @@ def add_handlers(app: Application, settings: Settings) -> None:
     app.add_handler(MessageHandler(filters.VOICE | filters.AUDIO | filters.Document.AUDIO,
                                    handlers.on_voice))
     app.add_handler(MessageHandler(filters.TEXT & ~filters.COMMAND, handlers.on_text))
-    # anything else said to the bot in private: unknown commands, stickers, photos, ...
-    app.add_handler(MessageHandler(filters.ChatType.PRIVATE & ~filters.StatusUpdate.ALL,
-                                   handlers.on_other))
+    # anything else said to the bot (in groups: /foo@bot, replies to it): unknown commands,
+    # stickers, photos, ...
+    app.add_handler(MessageHandler(~filters.StatusUpdate.ALL, handlers.on_other))
     # failures
     app.add_error_handler(handlers.on_error)
 

@@ -2,7 +2,9 @@
 service functions.
 
 Each takes the :class:`Services`, the :class:`Asker` and the command's argument (text after the
-command, or None) and returns a :class:`Reply` of Telegram HTML.
+command, or None) and returns a :class:`Reply` of Telegram HTML. Each counts against the user's
+rate limit like a question (see ``bot.questions.rate_limited_reply``): over it, the reply is
+"please wait N s" once per window, then empty, and nothing is changed.
 """
 
 from __future__ import annotations
@@ -22,20 +24,23 @@ log = logging.getLogger(__name__)
 async def help_reply(services: Services, asker: Asker) -> Reply:
     """The greeting and command list, in the chat's or the user's language."""
     chat = await services.db.get_chat_settings(asker.chat_id)
-    return Reply([escape(t("help", ui_language(chat.lang, asker)))])
+    ui = ui_language(chat.lang, asker)
+    limited = rate_limited_reply(services, asker, ui)
+    return limited if limited is not None else Reply([escape(t("help", ui))])
 
 
 async def notice_reply(services: Services, asker: Asker, key: str, **args: object) -> Reply:
     """The message ``key`` of ``bot.messages`` (formatted with ``args``) in the chat's or the
     user's language, e.g. ``unknown_command`` with ``command="/foo"``."""
     chat = await services.db.get_chat_settings(asker.chat_id)
-    return Reply([escape(t(key, ui_language(chat.lang, asker), **args))])
+    ui = ui_language(chat.lang, asker)
+    limited = rate_limited_reply(services, asker, ui)
+    return limited if limited is not None else Reply([escape(t(key, ui, **args))])
 
 
 async def why_reply(services: Services, asker: Asker) -> Reply:
     """The full decision chain of the chat's last question (from the database, so it survives
-    restarts): each stage's decision, detail and milliseconds, in that question's language.
-    Counts against the user's rate limit like a question."""
+    restarts): each stage's decision, detail and milliseconds, in that question's language."""
     chat = await services.db.get_chat_settings(asker.chat_id)
     limited = rate_limited_reply(services, asker, ui_language(chat.lang, asker))
     if limited is not None:
@@ -51,9 +56,12 @@ async def lang_reply(services: Services, asker: Asker, arg: str | None) -> Reply
     """``/lang en|hi|gu|te|auto`` stores the chat's language (``auto``: the language asked
     in); without a valid argument, the language in force and the usage line."""
     choice = (arg or "").strip().lower()
+    chat = await services.db.get_chat_settings(asker.chat_id)
+    ui = ui_language(chat.lang, asker)
+    limited = rate_limited_reply(services, asker, ui)
+    if limited is not None:
+        return limited
     if choice not in CHAT_LANGS:
-        chat = await services.db.get_chat_settings(asker.chat_id)
-        ui = ui_language(chat.lang, asker)
         return Reply([escape(f"{lang_line(chat.lang, ui)}\n{t('lang_usage', ui)}")])
     chat = await services.db.set_chat_settings(asker.chat_id, lang=choice)
     log.info("chat_settings chat_id=%d lang=%s", asker.chat_id, choice)
@@ -71,6 +79,9 @@ async def mode_reply(services: Services, asker: Asker, arg: str | None) -> Reply
     chat = await services.db.get_chat_settings(asker.chat_id)
     ui = ui_language(chat.lang, asker)
     has_llm_key = bool(services.settings.openrouter.api_key)
+    limited = rate_limited_reply(services, asker, ui)
+    if limited is not None:
+        return limited
     if choice not in MODES:
         current = mode_line(chat.mode, ui, has_llm_key=has_llm_key)
         return Reply([escape(f"{current}\n{t('mode_usage', ui)}")])

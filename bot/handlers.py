@@ -22,13 +22,14 @@ from bot.commands import help_reply, lang_reply, mode_reply, notice_reply, why_r
 from bot.incoming import (
     asker_of,
     command_argument,
+    is_for_bot,
     is_voice_for_bot,
     message_kind,
     question_text,
     unknown_command,
 )
 from bot.messages import t
-from bot.questions import answer_text, answer_voice
+from bot.questions import VoiceDownloadError, answer_text, answer_voice
 from bot.services import Asker, Reply, Services, VoiceNote
 
 log = logging.getLogger(__name__)
@@ -75,9 +76,13 @@ async def on_voice(update: Update, context: BotContext) -> None:
 
 
 async def on_other(update: Update, context: BotContext) -> None:
-    """A private message no other handler took (an unknown command, a sticker, a photo, a
-    video note, a non-audio document, ...): say what the bot understands, and log it."""
+    """A message no other handler took (an unknown command, a sticker, a photo, a video note, a
+    non-audio document, ...): say what the bot understands, and log it. In groups only when
+    the message is addressed to the bot (``/foo@bot``, a reply to the bot, a mention in a
+    caption); others are ignored."""
     message = update.effective_message
+    if not is_for_bot(message, context.bot.username, context.bot.id):
+        return
     asker = asker_of(message)
     command = unknown_command(message)
     log.info("unsupported_message chat_id=%d kind=%s command=%s", asker.chat_id,
@@ -90,9 +95,18 @@ async def on_other(update: Update, context: BotContext) -> None:
 
 
 async def download(media: Voice | Audio | Document) -> bytes:
-    """getFile, then the file's bytes (in memory)."""
-    file = await media.get_file()
-    return bytes(await file.download_as_bytearray())
+    """getFile, then the file's bytes (in memory).
+
+    Raises:
+        VoiceDownloadError: Telegram refused or failed either step (``is_too_big`` when
+            getFile answered "file is too big": over the 20 MB bots may download).
+    """
+    try:
+        file = await media.get_file()
+        return bytes(await file.download_as_bytearray())
+    except TelegramError as exc:
+        raise VoiceDownloadError(f"{type(exc).__name__}: {exc.message}",
+                                 is_too_big="file is too big" in exc.message.lower()) from exc
 
 
 # -------------------------------------------------------------------------------- commands

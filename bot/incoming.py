@@ -38,11 +38,8 @@ def question_text(message: Message, bot_username: str, bot_id: int) -> str | Non
     mentions ``@bot_username`` or replies to the bot is; the mention is removed from the text.
     """
     text = message.text or ""
-    if is_private(message) or is_reply_to_bot(message, bot_id):
-        return _without_mention(message, text, bot_username)
-    mention = f"@{bot_username}".lower()
-    mentions = message.parse_entities([MessageEntity.MENTION]).values()
-    if any(m.lower() == mention for m in mentions):
+    if is_private(message) or is_reply_to_bot(message, bot_id) \
+            or _mentions(message, bot_username):
         return _without_mention(message, text, bot_username)
     return None
 
@@ -51,6 +48,18 @@ def is_voice_for_bot(message: Message, bot_id: int) -> bool:
     """A voice note is a question in private chats, and in groups only as a reply to the bot
     (a voice note cannot mention anyone)."""
     return is_private(message) or is_reply_to_bot(message, bot_id)
+
+
+def is_for_bot(message: Message, bot_username: str, bot_id: int) -> bool:
+    """Whether a message that is not a question is addressed to the bot: always in private
+    chats; in groups a reply to the bot, a command for it (``/foo@bot_username``) or a message
+    that mentions ``@bot_username`` (in its text or caption)."""
+    if is_private(message) or is_reply_to_bot(message, bot_id):
+        return True
+    text = message.text or ""
+    if text.startswith("/") and text.split()[0].partition("@")[2].lower() == bot_username.lower():
+        return True
+    return _mentions(message, bot_username)
 
 
 _KINDS = ("sticker", "photo", "video_note", "video", "animation", "document", "audio", "voice",
@@ -65,17 +74,33 @@ def message_kind(message: Message) -> str:
     return next((kind for kind in _KINDS if getattr(message, kind, None)), "other")
 
 
+COMMAND_CHARS = 32
+"""Longest command echoed back or logged, in characters ("/" included) before an ellipsis:
+Telegram's own commands are at most 32 characters, so only junk is cut."""
+
+
 def unknown_command(message: Message) -> str | None:
-    """The command a text starts with (``/foo``, without ``@bot``), else None. Called on
-    messages no command handler took, so the command is one the bot does not know."""
+    """The command a text starts with (``/foo``, without ``@bot``; cut to ``COMMAND_CHARS``
+    characters plus "…" when longer), else None. Called on messages no command handler took,
+    so the command is one the bot does not know."""
     text = message.text or ""
     command = text.split()[0].split("@")[0] if text.startswith("/") else ""
+    if len(command) > COMMAND_CHARS:
+        return command[:COMMAND_CHARS] + "…"
     return command if len(command) > 1 else None
 
 
 def command_argument(args: list[str] | None) -> str | None:
     """The text after a command (PTB's ``context.args``), or None when there is none."""
     return " ".join(args) if args else None
+
+
+def _mentions(message: Message, bot_username: str) -> bool:
+    """Whether the text or caption of ``message`` mentions ``@bot_username``."""
+    mention = f"@{bot_username}".lower()
+    found = [*message.parse_entities([MessageEntity.MENTION]).values(),
+             *message.parse_caption_entities([MessageEntity.MENTION]).values()]
+    return any(m.lower() == mention for m in found)
 
 
 def _without_mention(message: Message, text: str, bot_username: str) -> str:

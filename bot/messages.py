@@ -125,6 +125,12 @@ MESSAGES: dict[str, dict[str, str]] = {
         "gu": "આ વૉઇસ નોટ બહુ લાંબી છે: કૃપા કરીને તેને {max_s} સેકંડથી ટૂંકી રાખો.",
         "te": "ఈ వాయిస్ నోట్ చాలా పొడవుగా ఉంది: దయచేసి {max_s} సెకన్ల లోపు ఉంచండి.",
     },
+    "voice_download_failed": {
+        "en": "I could not download this voice note. Please send it again.",
+        "hi": "मैं यह वॉइस नोट डाउनलोड नहीं कर पाया। कृपया इसे फिर से भेजें।",
+        "gu": "હું આ વૉઇસ નોટ ડાઉનલોડ કરી શક્યો નહીં. કૃપા કરીને તેને ફરીથી મોકલો.",
+        "te": "ఈ వాయిస్ నోట్‌ను డౌన్‌లోడ్ చేయలేకపోయాను. దయచేసి దాన్ని మళ్లీ పంపండి.",
+    },
     "audio_unreadable": {
         "en": "I could not read this audio. Please record the voice note again.",
         "hi": "मैं यह ऑडियो पढ़ नहीं पाया। कृपया वॉइस नोट फिर से रिकॉर्ड करें।",

@@ -3,9 +3,9 @@ speech-to-text) → pipeline → record the decision → render. Framework-free 
 shared by the Telegram handlers and the console.
 
 Every question that reaches a decision is committed to the database before the reply is built,
-including voice notes refused before the pipeline (too big, unreadable, no speech) and
-speech-to-text failures; their trace starts with the voice stages (``download``, ``transcode``,
-``split``, ``speech_to_text``, each timed), followed by the pipeline's.
+including voice notes refused before the pipeline (too big, not downloadable, unreadable, no
+speech) and speech-to-text failures; their trace starts with the voice stages (``download``,
+``transcode``, ``split``, ``speech_to_text``, each timed), followed by the pipeline's.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ async def answer_text(services: Services, asker: Asker, text: str) -> Reply:
     """Answer a typed question in the chat's mode and language, or refuse with score and floor.
 
     Returns:
-        The rendered answer or refusal (or a "please wait N s" message when rate-limited, which
-        records nothing).
+        The rendered answer or refusal; when rate-limited, nothing is recorded and the reply is
+        the one of :func:`rate_limited_reply` ("please wait N s", or empty).
     """
     chat = await services.db.get_chat_settings(asker.chat_id)
     ui = ui_language(chat.lang, asker, script_language(text))
@@ -88,6 +88,16 @@ def _reply_lang(result: Result, chat: ChatSettings, asker: Asker,
     return ui_language(chat.lang, asker)
 
 
+class VoiceDownloadError(Exception):
+    """A voice note's ``fetch()`` failed (raised by the Telegram handlers' download):
+    ``is_too_big`` when the server refused the file for its size (Telegram's 20 MB limit for
+    bots); ``str(err)`` says what the server answered."""
+
+    def __init__(self, detail: str, *, is_too_big: bool = False) -> None:
+        super().__init__(detail)
+        self.is_too_big = is_too_big
+
+
 class _VoiceRefused(Exception):
     """A voice note that cannot reach the pipeline: ``key`` names the user message (formatted
     with ``message_args``), ``detail`` goes to the log and the trace."""
@@ -104,7 +114,8 @@ async def _transcribe(services: Services, voice: VoiceNote, chat: ChatSettings,
     """Checks, download, transcode (thread), split (thread), speech-to-text; each a stage.
 
     Raises:
-        _VoiceRefused: too big or long, unreadable audio, speech-to-text failure, no speech.
+        _VoiceRefused: too big or long, download failure, unreadable audio, speech-to-text
+            failure, no speech.
     """
     max_s = services.settings.bot.max_voice_s
     refused = _advertised_refusal(voice, max_s)
@@ -123,6 +134,8 @@ async def _transcribe(services: Services, voice: VoiceNote, chat: ChatSettings,
             duration_s = audio_duration_s(wav)
             stage.detail = (f"16 kHz mono WAV, {duration_s:.1f} s "
                             f"(decoding stops at {max_decode_s} s)")
+    except VoiceDownloadError as exc:
+        raise _download_refusal(exc) from exc
     except AudioError as exc:
         raise _VoiceRefused("audio_unreadable", str(exc)) from exc
     if duration_s > max_s:
@@ -156,6 +169,15 @@ def _advertised_refusal(voice: VoiceNote, max_s: int) -> _VoiceRefused | None:
     return None
 
 
+def _download_refusal(exc: VoiceDownloadError) -> _VoiceRefused:
+    """Too large when the server said so (a refusal of the input), else could not download (an
+    error on the way)."""
+    if exc.is_too_big:
+        return _VoiceRefused("voice_too_big", f"download refused: {exc}",
+                             max_mb=TELEGRAM_DOWNLOAD_LIMIT_BYTES // 2**20)
+    return _VoiceRefused("voice_download_failed", str(exc), status=Status.ERROR)
+
+
 def _advertised(voice: VoiceNote) -> str:
     """What the sender advertised, for the trace: ``"36095 bytes, 3 s advertised"``, with
     ``size unknown`` / ``duration unknown`` for what was not reported (the console, audio
@@ -178,14 +200,21 @@ async def _ask(services: Services, query: str, chat: ChatSettings,
 
 
 def rate_limited_reply(services: Services, asker: Asker, ui: str) -> Reply | None:
-    """Count one request of ``asker`` against the per-user limit: None when allowed, else the
-    "please wait N s" reply in ``ui`` (and nothing is counted)."""
+    """Count one request of ``asker`` against the per-user limit: None when allowed. Otherwise
+    nothing is counted and the reply is "please wait N s" in ``ui`` for the first refusal in a
+    window (``BOT_RATE_LIMIT_WINDOW_S``), else empty: the message is dropped. Every refusal is
+    logged (``rate_limited ... reply=notice|dropped``)."""
     if asker.user_id is None:
         return None
-    wait_s = services.limiter.wait_s(asker.user_id, services.clock())
+    now_s = services.clock()
+    wait_s = services.limiter.wait_s(asker.user_id, now_s)
     if not wait_s:
         return None
-    log.info("rate_limited chat_id=%d user_id=%d wait_s=%d", asker.chat_id, asker.user_id, wait_s)
+    is_notice = services.limiter.should_notify(asker.user_id, now_s)
+    log.info("rate_limited chat_id=%d user_id=%d wait_s=%d reply=%s", asker.chat_id,
+             asker.user_id, wait_s, "notice" if is_notice else "dropped")
+    if not is_notice:
+        return Reply([])
     return Reply([escape(t("rate_limited", ui, seconds=wait_s))])
 
 
@@ -210,6 +239,8 @@ async def _voice_refusal(services: Services, asker: Asker, ui: str, trace: Trace
                          refused: _VoiceRefused) -> Reply:
     """Record a voice note that never reached the pipeline, and word it for the user."""
     trace.add("voice", refused.key, refused.detail)
+    log.info("voice_refused chat_id=%d key=%s detail=%s", asker.chat_id, refused.key,
+             refused.detail)
     heard = refused.heard
     result = Result(refused.status, heard.text if heard else "", ui, message=str(refused),
                     trace=trace)

@@ -10,13 +10,15 @@ class RateLimiter:
     """At most ``max_n`` events per user in any ``window_s`` seconds.
 
     ``max_n <= 0`` allows everything. State is in memory, one deque of timestamps per user
-    that has an event in the current window.
+    that has an event in the current window, and the time of each user's last "please wait"
+    notice (see :meth:`should_notify`).
     """
 
     def __init__(self, max_n: int, window_s: float) -> None:
         self.max_n = max_n
         self.window_s = window_s
         self._events: dict[int, deque[float]] = {}
+        self._notified_s: dict[int, float] = {}
 
     def wait_s(self, user_id: int, now_s: float) -> int:
         """Record an event for ``user_id`` at ``now_s`` (monotonic seconds) if allowed.
@@ -36,10 +38,23 @@ class RateLimiter:
         self._prune(now_s)
         return 0
 
+    def should_notify(self, user_id: int, now_s: float) -> bool:
+        """Whether to tell ``user_id``, refused by :meth:`wait_s` at ``now_s`` (monotonic
+        seconds), to wait: True (and recorded) at most once per ``window_s`` seconds per user,
+        False for the further refusals in that window, which are dropped."""
+        last_s = self._notified_s.get(user_id)
+        if last_s is not None and last_s > now_s - self.window_s:
+            return False
+        self._notified_s[user_id] = now_s
+        return True
+
     def _prune(self, now_s: float) -> None:
-        """Forget users whose events all left the window (keeps memory bounded by active users)."""
-        if len(self._events) < 1024:
+        """Forget users whose events and notice all left the window (keeps memory bounded by
+        active users)."""
+        if len(self._events) < 1024 and len(self._notified_s) < 1024:
             return
         stale = [u for u, ev in self._events.items() if not ev or ev[-1] <= now_s - self.window_s]
         for user_id in stale:
             del self._events[user_id]
+        for user_id in [u for u, s in self._notified_s.items() if s <= now_s - self.window_s]:
+            del self._notified_s[user_id]

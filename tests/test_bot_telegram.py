@@ -32,6 +32,8 @@ XBOX = "How much does an Xbox 360 cost?"
 PM = "Who is the Prime Minister of India?"
 CUCUMBER_HI = "छोटे खीरे में कैलोरी की मात्रा"
 DEVANAGARI = re.compile(r"[\u0900-\u097F]")
+STICKER = {"file_id": "F1", "file_unique_id": "U1", "type": "regular", "width": 512,
+           "height": 512, "is_animated": False, "is_video": False}
 
 
 @pytest.fixture
@@ -262,6 +264,33 @@ async def test_empty_transcript_says_no_speech_was_heard(bot, tg, sarvam):
     assert reply == "I could not hear any speech in this voice note."
 
 
+@pytest.mark.parametrize(("description", "expected", "key", "status"), [
+    ("Bad Request: file is too big", "This voice note is too large: the limit is 20 MB.",
+     "voice_too_big", "refused-bad-input"),
+    ("Bad Request: wrong file_id or the file is temporarily unavailable",
+     "I could not download this voice note. Please send it again.", "voice_download_failed",
+     "error"),
+], ids=["too-big", "unavailable"])
+async def test_failed_voice_download_is_refused_logged_and_shown_by_why(
+        bot, tg, sarvam, bot_settings, caplog, description, expected, key, status):
+    caplog.set_level(logging.INFO)
+    await tg.push_text(CHAT, XBOX)  # an earlier question /why must not explain instead
+    await replies(tg)
+    tg.fail_next("getFile", 400, description)
+    await tg.push_voice(CHAT, b"OggS" + bytes(200), duration_s=2)
+    [refusal] = await replies(tg)
+    assert refusal == expected
+    assert "<download>" not in tg.methods() and not sarvam.calls
+    stored = await last_decision(bot_settings)
+    assert stored.source == "voice" and stored.result.status == status
+    await tg.push_text(CHAT, "/why")
+    [why] = await replies(tg)
+    assert "download — error: VoiceDownloadError: BadRequest: " in why
+    assert f"voice — {key}: " in why
+    assert f"voice_refused chat_id=4242 key={key} " in caplog.text
+    assert "unhandled_error" not in caplog.text
+
+
 async def test_sarvam_500_says_the_speech_service_is_unavailable(bot, tg, sarvam, bot_settings):
     sarvam.enqueue(Reply.error(500), Reply.error(500))
     await tg.push_voice(CHAT, make_voice_note("hello there", "en"), duration_s=2)
@@ -282,13 +311,12 @@ async def test_sarvam_timeout_says_the_speech_service_is_slow(tg, sarvam, bot_se
     assert reply.startswith("The speech service is too slow right now.")
 
 
-async def test_unfetchable_voice_file_gets_the_generic_error_reply(bot, tg, caplog):
-    update = await tg.push_voice(CHAT, make_voice_note("hello", "en"), duration_s=1)
-    update["message"]["voice"]["file_id"] = "MISSING"  # getFile will answer 400
-    await tg.push_update({"message": {**update["message"], "message_id": 999}})
-    [first, second] = await replies(tg, 2)
-    assert "Something went wrong on my side. Please try again." in (first, second)
-    assert "unhandled_error" in caplog.text
+async def test_unfetchable_voice_file_says_it_could_not_be_downloaded(bot, tg, caplog):
+    await push_message(tg, {"voice": {"file_id": "MISSING", "file_unique_id": "U-missing",
+                                      "duration": 1, "mime_type": "audio/ogg"}})
+    [reply] = await replies(tg)  # getFile answered 400 "invalid file_id"
+    assert reply == "I could not download this voice note. Please send it again."
+    assert "unhandled_error" not in caplog.text
 
 
 # ------------------------------------------------------------- language of refusals
@@ -384,13 +412,43 @@ async def test_why_after_an_audio_document_with_no_size_or_duration_says_both_un
 
 async def test_sticker_in_a_group_gets_no_reply(bot, tg):
     group = {"id": -1001, "type": "supergroup", "title": "G"}
-    await push_message(tg, {"chat": group, "sticker": {
-        "file_id": "F1", "file_unique_id": "U1", "type": "regular", "width": 512,
-        "height": 512, "is_animated": False, "is_video": False}})
+    await push_message(tg, {"chat": group, "sticker": STICKER})
     await tg.push_text(CHAT, "/help")
     [reply] = await replies(tg)
     assert "Ask me a question" in reply
     assert [int(c.params["chat_id"]) for c in tg.calls if c.method == "sendMessage"] == [CHAT]
+
+
+async def test_group_messages_addressed_to_the_bot_get_a_notice_and_a_log_line(bot, tg, caplog):
+    caplog.set_level(logging.INFO, logger="bot.handlers")
+    group = {"id": -1001, "type": "supergroup", "title": "G"}
+    from_bot = {"message_id": 1, "date": 0, "chat": group, "from": tg.bot_user}
+    for text in ("/foo@other_bot", "/foo"):  # not for this bot: ignored
+        await tg.push_text(-1001, text, chat_type="supergroup", user_id=7)
+    await push_message(tg, {"chat": group, "sticker": STICKER})  # not a reply: ignored
+    await tg.push_text(-1001, "/foo@voicerag_test_bot bar", chat_type="supergroup", user_id=7)
+    await push_message(tg, {"chat": group, "reply_to_message": from_bot, "sticker": STICKER})
+    notices = await replies(tg, 2)
+    await asyncio.sleep(0.5)  # let any further replies arrive
+    assert sorted(notices) == [
+        "I understand text questions and voice notes; /help says more.",
+        "Unknown command /foo. I understand text questions and voice notes; /help lists the "
+        "commands."]
+    assert tg.methods().count("sendMessage") == 2
+    assert caplog.text.count("unsupported_message chat_id=-1001") == 2
+    assert "unsupported_message chat_id=-1001 kind=command command=/foo" in caplog.text
+    assert "unsupported_message chat_id=-1001 kind=sticker command=-" in caplog.text
+
+
+@pytest.mark.parametrize("command", ["/foo" + "é" * 4050, "/foo-" + "x" * 4080],
+                         ids=["accented", "dashed"])
+async def test_long_unknown_command_is_echoed_cut_to_32_characters(bot, tg, caplog, command):
+    caplog.set_level(logging.INFO, logger="bot.handlers")
+    await tg.push_text(CHAT, command)
+    [reply] = await replies(tg)
+    assert reply == (f"Unknown command {command[:32]}…. I understand text questions and voice "
+                     "notes; /help lists the commands.")
+    assert f"kind=command command={command[:32]}…\n" in caplog.text + "\n"
 
 
 # ------------------------------------------------------------------------ Telegram limits
@@ -525,6 +583,29 @@ async def test_rate_limit_asks_the_user_to_wait(tg, bot_settings, pipeline):
         [reply] = await replies(tg)
     assert re.fullmatch(r"Too many messages: please wait (\d+) s\.", reply)
     assert int(re.search(r"\d+", reply).group()) in range(55, 61)
+
+
+async def test_flood_gets_one_please_wait_notice_then_is_dropped_with_a_log_line(
+        tg, bot_settings, pipeline, caplog):
+    caplog.set_level(logging.INFO, logger="bot.questions")
+    settings = replace(bot_settings, bot=replace(bot_settings.bot, rate_limit_n=2,
+                                                 rate_limit_window_s=60))
+    async with running(settings, pipeline):
+        for _ in range(2):
+            await tg.push_text(CHAT, "/help")
+            await replies(tg)
+        for text in (XBOX, "/help", "/foo", "/lang hi", "/why"):
+            await tg.push_text(CHAT, text)
+        await push_message(tg, {"sticker": STICKER})
+        [notice] = await replies(tg)
+        await asyncio.sleep(1)  # let any further replies arrive
+    assert re.fullmatch(r"Too many messages: please wait \d+ s\.", notice)
+    assert tg.methods().count("sendMessage") == 3
+    assert caplog.text.count("rate_limited chat_id=4242 user_id=4242") == 6
+    assert caplog.text.count("reply=notice") == 1 and caplog.text.count("reply=dropped") == 5
+    assert await last_decision(settings) is None
+    async with await Database.open(settings.bot.db_path) as db:
+        assert (await db.get_chat_settings(CHAT)).lang == "auto"  # /lang was dropped
 
 
 async def test_why_counts_against_the_rate_limit(tg, bot_settings, pipeline):

@@ -10,7 +10,14 @@ from telegram import Chat, Message, MessageEntity, User
 
 from bot.app import main
 from bot.console import to_plain
-from bot.incoming import asker_of, is_voice_for_bot, message_kind, question_text, unknown_command
+from bot.incoming import (
+    asker_of,
+    is_for_bot,
+    is_voice_for_bot,
+    message_kind,
+    question_text,
+    unknown_command,
+)
 from bot.ratelimit import RateLimiter
 from bot.services import Asker, script_language, ui_language
 from bot.settings import Settings
@@ -47,6 +54,17 @@ def test_rate_limiter_with_zero_limit_allows_everything():
     assert all(limiter.wait_s(1, 1.0) == 0 for _ in range(100))
 
 
+def test_rate_limiter_notifies_once_per_window_then_drops():
+    limiter = RateLimiter(max_n=1, window_s=30)
+    assert limiter.wait_s(1, 100.0) == 0
+    assert limiter.wait_s(1, 101.0) == 29 and limiter.should_notify(1, 101.0)
+    assert limiter.wait_s(1, 102.0) == 28 and not limiter.should_notify(1, 102.0)
+    assert limiter.should_notify(2, 102.0)  # per user
+    assert limiter.wait_s(1, 130.0) == 0
+    assert limiter.wait_s(1, 130.5) == 30 and not limiter.should_notify(1, 130.5)
+    assert limiter.should_notify(1, 131.0)  # 30 s after the last notice
+
+
 def test_private_text_is_always_a_question():
     assert question_text(_message("what is rust"), BOT_NAME, BOT_ID) == "what is rust"
 
@@ -73,6 +91,21 @@ def test_unknown_command_is_the_first_word_without_the_bot_name():
     assert unknown_command(_message("what is /foo")) is None
     assert message_kind(_message("/foo")) == "command"
     assert message_kind(_message("hello")) == "text"
+
+
+def test_long_unknown_command_is_cut_to_32_characters():
+    assert unknown_command(_message("/foo-" + "x" * 4080)) == "/foo-" + "x" * 27 + "…"
+    assert unknown_command(_message("/" + "a" * 31)) == "/" + "a" * 31
+
+
+def test_group_message_is_for_the_bot_only_as_its_command_a_reply_or_a_mention():
+    assert is_for_bot(_message("/foo"), BOT_NAME, BOT_ID)  # private
+    assert is_for_bot(_message(f"/foo@{BOT_NAME.upper()} x", "supergroup"), BOT_NAME, BOT_ID)
+    assert is_for_bot(_message("", "supergroup", reply_to_bot=True), BOT_NAME, BOT_ID)
+    assert is_for_bot(_message(f"/foo @{BOT_NAME}", "supergroup"), BOT_NAME, BOT_ID)
+    assert not is_for_bot(_message("/foo", "supergroup"), BOT_NAME, BOT_ID)
+    assert not is_for_bot(_message("/foo@other_bot", "supergroup"), BOT_NAME, BOT_ID)
+    assert not is_for_bot(_message("", "supergroup"), BOT_NAME, BOT_ID)
 
 
 def test_asker_carries_chat_user_message_and_interface_language():
