@@ -262,6 +262,10 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "malformed reply", "hi": "जवाब का रूप गलत", "gu": "જવાબનું સ્વરૂપ ખોટું",
         "te": "సమాధాన రూపం తప్పు",
     },
+    "fallback_language": {
+        "en": "written in another language", "hi": "दूसरी भाषा में लिखा गया",
+        "gu": "બીજી ભાષામાં લખાયેલો", "te": "వేరే భాషలో రాయబడింది",
+    },
     "fallback_unsupported": {
         "en": "not supported by the passages", "hi": "अंशों से समर्थित नहीं",
         "gu": "ફકરાઓથી સમર્થિત નથી", "te": "భాగాల మద్దతు లేదు",

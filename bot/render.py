@@ -93,6 +93,7 @@ FALLBACK_REASONS = {
     "empty_answer": "fallback_unsupported",
     "no_valid_citations": "fallback_unsupported",
     "ungrounded": "fallback_unsupported",
+    "wrong_language": "fallback_language",
 }
 """User-facing kind of each rag.generative fallback code (the code itself shows in /why); any
 other code (timeout, rate_limited, server_error, unauthorized, bad_request, network) is the

@@ -60,9 +60,11 @@ class BotSettings:
 
     # SQLite file of decisions, refusals and chat settings.
     db_path: Path = DEFAULT_DATA_DIR / "bot.sqlite3"
-    # Per-user rate limit: at most ``rate_limit_n`` questions per ``rate_limit_window_s``
-    # seconds (0 turns it off). 5 per 30 s leaves room for a follow-up but stops floods that
-    # would queue minutes of speech-to-text.
+    # Per-user rate limit: at most ``rate_limit_n`` messages that get a reply (questions,
+    # voice notes, /help, /lang, /mode, notices) per ``rate_limit_window_s`` seconds (0 turns
+    # it off); beyond it one "please wait" notice per window, the rest dropped with a log line.
+    # 5 per 30 s leaves room for a follow-up but stops floods that would queue minutes of
+    # speech-to-text.
     rate_limit_n: int = 5
     rate_limit_window_s: float = 30.0
     # Comma-separated Telegram user ids allowed to use the bot; empty = everyone.

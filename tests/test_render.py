@@ -104,6 +104,7 @@ def test_answer_after_a_generative_fallback_says_so_with_the_reason(lang):
 
 @pytest.mark.parametrize(("code", "reason"), [("malformed_output", "malformed reply"),
                                               ("ungrounded", "not supported by the passages"),
+                                              ("wrong_language", "written in another language"),
                                               ("rate_limited", "service unavailable")])
 def test_each_fallback_code_gets_a_localised_reason(code, reason):
     trace = Trace()
