@@ -90,18 +90,22 @@ def file_name(line: str) -> str:
     removed, as a terminal's drag and drop writes a path (``'/tmp/x.ogg'``,
     ``"/tmp/my note.ogg"``, ``/tmp/my\\ note.ogg``); ``line`` itself when it has no quotes or
     backslashes, names something as typed, or is not exactly one shell word."""
-    if not any(ch in line for ch in "'\"\\"):
+    if not any(ch in line for ch in "'\"\\") or _exists(line):
         return line
-    try:
-        if Path(line).expanduser().exists():
-            return line
-    except (OSError, RuntimeError):  # a name over 255 bytes, ~user with no such user
-        pass
     try:
         words = shlex.split(line)
     except ValueError:  # an unclosed quote: "What's an Xbox?"
         return line
     return words[0] if len(words) == 1 else line
+
+
+def _exists(line: str) -> bool:
+    """``line``, as typed, names something that exists; False for lines that cannot name a
+    file (a name over 255 bytes, ``~user`` with no such user)."""
+    try:
+        return Path(line).expanduser().exists()
+    except (OSError, RuntimeError):
+        return False
 
 
 def _read_audio(path: Path) -> bytes:
@@ -135,11 +139,8 @@ def looks_like_path(line: str) -> bool:
     starts_like_path = line.startswith(("/", "~", "."))
     if not starts_like_path and "/" not in line:
         return False
-    try:
-        if Path(line).expanduser().exists():
-            return True
-    except (OSError, RuntimeError):  # a name over 255 bytes, ~user with no such user
-        pass
+    if _exists(line):
+        return True
     first_word = line.split()[0]
     return starts_like_path and ("/" in first_word[1:]
                                  or line.lower().endswith(tuple(AUDIO_SUFFIXES)))

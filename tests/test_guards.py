@@ -37,17 +37,7 @@ def test_input_guard_refuses_bad_input(query, reason):
         "ગુજરાતની રાજધાની કઈ છે?",
         "తెలంగాణ రాజధాని ఏది?",
         "what is the cost of  a   passport?",
-    ],
-)
-def test_input_guard_passes_real_questions(query):
-    verdict = check_input(query, S)
-    assert verdict.is_ok, verdict
-    assert "  " not in verdict.text
-
-
-@pytest.mark.parametrize(
-    "query",
-    [
+        # emphatic punctuation, emoji and long numbers are not "garbled"
         "How much does an Xbox 360 cost??????",
         "How much does an Xbox 360 cost......",
         "How much does an Xbox 360 cost!!!!!!!",
@@ -56,9 +46,10 @@ def test_input_guard_passes_real_questions(query):
         "How much does an Xbox 360 cost? 😀😀😀😀😀😀",
     ],
 )
-def test_emphatic_punctuation_emoji_and_long_numbers_are_not_garbled(query):
+def test_input_guard_passes_real_questions(query):
     verdict = check_input(query, S)
     assert verdict.is_ok, verdict
+    assert "  " not in verdict.text
 
 
 @pytest.mark.parametrize(
