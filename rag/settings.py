@@ -7,6 +7,7 @@ Environment variables are named ``VOICE_RAG_<FIELD>`` in upper case for the core
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
@@ -84,6 +85,8 @@ def settings_from_env(cls, env: Mapping[str, str], prefix: str):
         kind = f.type if isinstance(f.type, str) else f.type.__name__
         if kind.startswith("float"):
             kwargs[f.name] = _convert(float, raw, name, "a number")
+            if not math.isfinite(kwargs[f.name]):
+                raise ValueError(f"{name} must be a finite number, got {raw!r}")
         elif kind.startswith("int"):
             kwargs[f.name] = _convert(int, raw, name, "an integer")
         elif kind.startswith("bool"):

@@ -244,31 +244,6 @@ def test_python_m_bot_console_needs_no_token(tmp_path, sample_index_dir):
     assert "relevance_guard — refused" in proc.stdout
 
 
-@pytest.mark.parametrize(("command", "variable", "value", "expected"), [
-    (["rag", "ask", "How much does an Xbox 360 cost?"], "VOICE_RAG_FLOOR_EN", "high",
-     "must be a number"),
-    (["bot", "--console"], "BOT_MAX_VOICE_S", "2m", "must be an integer"),
-    (["bot", "--console"], "VOICE_RAG_USE_GATE", "maybe", "must be true or false"),
-    (["rag", "ask", "How much does an Xbox 360 cost?"], "VOICE_RAG_USE_GATE", "maybe",
-     "must be true or false"),
-], ids=["rag-float", "bot-int", "bot-bool", "rag-bool"])
-def test_malformed_setting_exits_2_with_one_line_naming_the_variable(
-        tmp_path, command, variable, value, expected):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TELEGRAM_", "SARVAM_"))}
-    env |= {"BOT_DB_PATH": str(tmp_path / "console.sqlite3"), variable: value}
-    proc = subprocess.run([sys.executable, "-m", *command], cwd=ROOT, env=env, timeout=120,
-                          input="", capture_output=True, text=True)
-    assert proc.returncode == 2
-    [line] = proc.stderr.splitlines()  # one line, no traceback
-    assert line.startswith(f"error: {variable} {expected}") and line.endswith(f"got {value!r}")
-
-
-@pytest.mark.parametrize(("value", "is_on"), [("true", True), ("YES", True), ("1", True),
-                                              ("false", False), ("no", False), ("0", False)])
-def test_boolean_settings_accept_true_false_yes_no_1_0(value, is_on):
-    assert Settings.from_env({"VOICE_RAG_USE_GATE": value}).rag.use_gate is is_on
-
-
 async def test_why_after_a_voice_note_of_unknown_duration_says_duration_unknown(
         services, tmp_path):
     note = tmp_path / "tone.ogg"

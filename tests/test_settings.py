@@ -1,0 +1,55 @@
+"""Settings from the environment: every variable converts to its field's type, and a malformed
+value stops start-up with one line naming the variable (exit 2) instead of a traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot.settings import Settings
+from rag.settings import RagSettings
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize(("command", "variable", "value", "expected"), [
+    (["rag", "ask", "How much does an Xbox 360 cost?"], "VOICE_RAG_FLOOR_EN", "high",
+     "must be a number"),
+    (["bot", "--console"], "BOT_MAX_VOICE_S", "2m", "must be an integer"),
+    (["bot", "--console"], "VOICE_RAG_USE_GATE", "maybe", "must be true or false"),
+    (["rag", "ask", "How much does an Xbox 360 cost?"], "VOICE_RAG_USE_GATE", "maybe",
+     "must be true or false"),
+], ids=["rag-float", "bot-int", "bot-bool", "rag-bool"])
+def test_malformed_setting_exits_2_with_one_line_naming_the_variable(
+        tmp_path, command, variable, value, expected):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TELEGRAM_", "SARVAM_"))}
+    env |= {"BOT_DB_PATH": str(tmp_path / "console.sqlite3"), variable: value}
+    proc = subprocess.run([sys.executable, "-m", *command], cwd=ROOT, env=env, timeout=120,
+                          input="", capture_output=True, text=True)
+    assert proc.returncode == 2
+    [line] = proc.stderr.splitlines()  # one line, no traceback
+    assert line.startswith(f"error: {variable} {expected}") and line.endswith(f"got {value!r}")
+
+
+@pytest.mark.parametrize(("value", "is_on"), [("true", True), ("YES", True), ("1", True),
+                                              ("false", False), ("no", False), ("0", False)])
+def test_boolean_settings_accept_true_false_yes_no_1_0(value, is_on):
+    assert Settings.from_env({"VOICE_RAG_USE_GATE": value}).rag.use_gate is is_on
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_a_floor_that_is_not_a_finite_number_is_refused(value):
+    expected = f"VOICE_RAG_FLOOR_EN must be a finite number, got '{value}'"
+    with pytest.raises(ValueError, match=expected):
+        RagSettings.from_env({"VOICE_RAG_FLOOR_EN": value})
+
+
+def test_numbers_and_lists_convert_to_their_field_types():
+    settings = Settings.from_env({"VOICE_RAG_FLOOR_HI": "0.9", "BOT_MAX_VOICE_S": "60",
+                                  "BOT_ALLOWED_USER_IDS": "12, 34"})
+    assert settings.rag.floor_hi == 0.9 and settings.bot.max_voice_s == 60
+    assert settings.bot.allowed_user_ids == (12, 34)
