@@ -44,7 +44,7 @@ import numpy as np
 from rag.errors import ServiceError
 from rag.guards import GroundingVerdict, check_grounding
 from rag.http import ServiceClient
-from rag.language import detect_language
+from rag.language import dominant_language
 from rag.pipeline import Pipeline, Prepared
 from rag.settings import settings_from_env
 from rag.text import clean_text, excerpt, split_sentences, tokenize
@@ -453,7 +453,7 @@ async def _answer(pipeline: Pipeline, client: OpenRouterClient, prepared: Prepar
         stage.detail = f"{verdict.detail}{numbers} vs {', '.join(p.id for p in cited)}"
     if not is_grounded:
         raise _Fallback("ungrounded", verdict.detail + numbers)
-    answer_lang = detect_language(generation.answer)
+    answer_lang = dominant_language(generation.answer)
     if answer_lang != prepared.lang:
         raise _Fallback("wrong_language", f"asked {prepared.lang}, answer script {answer_lang}")
     citations = [Citation(p.id, p.lang, score, excerpt(p.text))

@@ -7,6 +7,9 @@ English brand name ("Xbox 360 की कीमत") is still Hindi.
 
 from __future__ import annotations
 
+import unicodedata
+
+from rag.text import tokenize
 from rag.types import LANGUAGES
 
 _SCRIPT_RANGES: tuple[tuple[int, int, str], ...] = (
@@ -29,6 +32,23 @@ def detect_language(text: str) -> str:
                 break
     lang, n = max(counts.items(), key=lambda kv: kv[1])
     return lang if n > 0 else "en"
+
+
+def dominant_language(text: str) -> str | None:
+    """The language most of ``text``'s words are written in, a word counting for the script of
+    its first letter (Latin for ``en``). Unlike :func:`detect_language`, where any Indic letter
+    wins, an English answer with one Hindi word is ``en``; a Hindi or Gujarati one naming a
+    product ("PlayStation 4 Pro ની કિંમત કેટલી છે?") stays Indic. Ties go to the Indic script;
+    None when no word is in these scripts."""
+    counts = dict.fromkeys(("te", "gu", "hi", "en"), 0)
+    for word in tokenize(text):
+        lang = detect_language(word[0])
+        if lang != "en":
+            counts[lang] += 1
+        elif unicodedata.name(word[0], "").startswith("LATIN"):
+            counts["en"] += 1
+    lang, n = max(counts.items(), key=lambda kv: kv[1])  # first of equals: Indic before en
+    return lang if n > 0 else None
 
 
 def normalise_language(code: str | None) -> str | None:

@@ -335,6 +335,18 @@ async def test_answer_in_another_language_than_the_question_falls_back(
     assert result.answer_lang == result.lang and answer not in result.answer
 
 
+async def test_english_answer_with_one_hindi_word_is_shown_for_an_english_question(
+    small_pipeline, llm, client
+):
+    answer = "On average, the Xbox 360 cost will be $80 to $250 (कीमत)."
+    llm.enqueue(Reply.answer(answer, ["en-331047-0"]))
+
+    result = await ask_generative(small_pipeline, client, XBOX_EN, lang="en")
+
+    assert result.mode == "generative" and result.answer == answer
+    assert result.answer_lang == "en" and result.trace.get("fallback") is None
+
+
 async def test_off_corpus_question_is_refused_without_calling_the_model(small_pipeline, llm,
                                                                          client):
     result = await ask_generative(small_pipeline, client, "What is the capital of Mongolia?")

@@ -1,6 +1,6 @@
 import pytest
 
-from rag.language import detect_language, normalise_language
+from rag.language import detect_language, dominant_language, normalise_language
 from rag.text import content_tokens, excerpt, split_sentences, tokenize
 
 
@@ -18,6 +18,19 @@ from rag.text import content_tokens, excerpt, split_sentences, tokenize
 )
 def test_detects_language_from_majority_script(text, lang):
     assert detect_language(text) == lang
+
+
+@pytest.mark.parametrize(
+    ("text", "lang"),
+    [
+        ("On average an Xbox 360 costs $80 to $250 (कीमत).", "en"),
+        ("Xbox 360 की कीमत लगभग $200 है।", "hi"),
+        ("PlayStation 4 Pro ની કિંમત કેટલી છે?", "gu"),
+        ("12345 😀", None),
+    ],
+)
+def test_dominant_language_counts_latin_letters_too(text, lang):
+    assert dominant_language(text) == lang
 
 
 def test_detects_language_of_real_corpus_passages(sample_passages):
