@@ -55,16 +55,20 @@ class Services:
         if pipeline is None:
             pipeline = await asyncio.to_thread(Pipeline.from_settings, settings.rag)  # warms up
         db = await Database.open(settings.bot.db_path)
-        services = cls(
-            settings=settings,
-            pipeline=pipeline,
-            db=db,
-            stt=SarvamSTT(settings.sarvam),
-            llm=OpenRouterClient(settings.openrouter),
-            limiter=RateLimiter(settings.bot.rate_limit_n, settings.bot.rate_limit_window_s),
-            pipeline_pool=ThreadPoolExecutor(settings.bot.pipeline_threads,
-                                             thread_name_prefix="pipeline"),
-        )
+        try:
+            services = cls(
+                settings=settings,
+                pipeline=pipeline,
+                db=db,
+                stt=SarvamSTT(settings.sarvam),
+                llm=OpenRouterClient(settings.openrouter),
+                limiter=RateLimiter(settings.bot.rate_limit_n, settings.bot.rate_limit_window_s),
+                pipeline_pool=ThreadPoolExecutor(settings.bot.pipeline_threads,
+                                                 thread_name_prefix="pipeline"),
+            )
+        except BaseException:
+            await db.close()  # its worker thread would keep the process alive
+            raise
         log.info("services open encoder=%s index=%s db=%s took_ms=%.0f", pipeline.encoder.name,
                  settings.rag.index_dir, settings.bot.db_path, (time.perf_counter() - start) * 1e3)
         return services

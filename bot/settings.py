@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from rag.generative import OpenRouterSettings
-from rag.settings import DEFAULT_DATA_DIR, RagSettings, settings_from_env
+from rag.settings import DEFAULT_DATA_DIR, RagSettings, bounded, env_number, settings_from_env
 from rag.stt import SarvamSettings
 
 
@@ -32,7 +32,7 @@ class TelegramSettings:
     api_base: str = "https://api.telegram.org/bot"
     file_base: str = "https://api.telegram.org/file/bot"
     # Long-poll timeout in seconds (Telegram holds getUpdates open this long when idle).
-    poll_timeout_s: int = 10
+    poll_timeout_s: int = bounded(10, 0)
     # Webhook mode when set: the public HTTPS URL Telegram posts to (ports 443/80/88/8443).
     webhook_url: str = ""
     # Echoed by Telegram in X-Telegram-Bot-Api-Secret-Token; 1-256 of A-Z a-z 0-9 _ -.
@@ -40,14 +40,14 @@ class TelegramSettings:
     webhook_secret: str = ""
     webhook_listen: str = "0.0.0.0"
     # Local port the webhook server binds; a PaaS's $PORT is used when this is not set.
-    webhook_port: int = 8443
+    webhook_port: int = bounded(8443, 1, 65535)
     # Retries of a request that got 429 RetryAfter, each after the server's wait (AIORateLimiter).
-    max_retries: int = 3
+    max_retries: int = bounded(3, 0)
     # Messages per second across all chats (Telegram's broadcast limit is about 30/s); 0 = no
     # client-side cap (benchmarks).
-    overall_max_rate: float = 30.0
+    overall_max_rate: float = bounded(30.0, 0.0)
     # Seconds between re-sent chat actions: an action shows for about 5 s (Bot API docs).
-    chat_action_interval_s: float = 4.5
+    chat_action_interval_s: float = bounded(4.5, 1.0)
 
     @property
     def is_webhook(self) -> bool:
@@ -66,17 +66,17 @@ class BotSettings:
     # 5 per 30 s leaves room for a follow-up but stops floods that would queue minutes of
     # speech-to-text.
     rate_limit_n: int = 5
-    rate_limit_window_s: float = 30.0
+    rate_limit_window_s: float = bounded(30.0, 1.0)
     # Comma-separated Telegram user ids allowed to use the bot; empty = everyone.
     allowed_user_ids: tuple[int, ...] = ()
     # Longest voice note transcribed, in seconds: longer notes are split into chunks of at most
     # 29 s (Sarvam's REST limit is 30 s), one request each; 120 s = at most 5 requests.
-    max_voice_s: int = 120
+    max_voice_s: int = bounded(120, 1)
     # Threads answering questions. The encoder runs one query at a time (a lock), so more
     # threads add no throughput on 2 cores and only contend for the GIL with the event loop
     # (scripts/bench_bot.py, 50 chats at once, 2 cores: 6 threads worst loop stall 69 ms,
     # 1-2 threads 33-44 ms, 41-50 answers/s either way).
-    pipeline_threads: int = 2
+    pipeline_threads: int = bounded(2, 1)
     # Build the index at start-up when it is missing (minutes on 2 cores) instead of exiting.
     build_index: bool = False
 
@@ -110,10 +110,8 @@ class Settings:
             ) from exc
         telegram = settings_from_env(TelegramSettings, env, "TELEGRAM_")
         if env.get("PORT") and not env.get("TELEGRAM_WEBHOOK_PORT"):
-            try:
-                telegram = replace(telegram, webhook_port=int(env["PORT"]))
-            except ValueError:
-                raise ValueError(f"PORT must be an integer, got {env['PORT']!r}") from None
+            bounds = next(f.metadata for f in fields(TelegramSettings) if f.name == "webhook_port")
+            telegram = replace(telegram, webhook_port=env_number(int, env["PORT"], "PORT", bounds))
         return cls(
             rag=RagSettings.from_env(env),
             sarvam=SarvamSettings.from_env(env),

@@ -46,7 +46,7 @@ from rag.guards import GroundingVerdict, check_grounding
 from rag.http import ServiceClient
 from rag.language import dominant_language
 from rag.pipeline import Pipeline, Prepared
-from rag.settings import settings_from_env
+from rag.settings import bounded, settings_from_env
 from rag.text import clean_text, excerpt, split_sentences, tokenize
 from rag.types import Citation, Passage, Result, Status, Trace
 
@@ -68,11 +68,11 @@ class OpenRouterSettings:
     # Multilingual (en/hi/gu/te), supports response_format json_object, low latency and cost.
     model: str = "openai/gpt-4o-mini"
     # Seconds per network operation; a chat user should not wait longer for one answer.
-    timeout_s: float = 20.0
+    timeout_s: float = bounded(20.0, 0.1)
     # Top retrieved passages put in the prompt (the pipeline's top_k is 5).
-    max_passages: int = 5
+    max_passages: int = bounded(5, 1)
     # Cap on generated tokens: a short answer plus ids; a truncated reply is malformed JSON.
-    max_tokens: int = 600
+    max_tokens: int = bounded(600, 1)
     # OpenRouter attribution header (optional, shown on openrouter.ai rankings).
     app_title: str = "VOICE-RAG bot"
 

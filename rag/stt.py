@@ -31,7 +31,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, sto
 from rag.errors import ServiceError
 from rag.http import ServiceClient
 from rag.language import normalise_language
-from rag.settings import settings_from_env
+from rag.settings import bounded, settings_from_env
 from rag.text import clean_text
 
 logger = logging.getLogger(__name__)
@@ -54,11 +54,11 @@ class SarvamSettings:
     # Seconds per network operation (connect, write, wait for the answer). 30 s of audio is
     # typically transcribed in 1-3 s; 10 s leaves room for a slow answer, and with the retries
     # below one chunk takes at most about 21 s.
-    timeout_s: float = 10.0
+    timeout_s: float = bounded(10.0, 0.1)
     # Seconds for a whole voice note (every chunk, retries and backoff included) before the user
     # hears "the speech service is slow"; 0 = no limit. A 120 s note is 5 chunks of typically
     # 1-3 s each (up to 15 s); 30 s doubles that and still lets a 1-chunk note retry once.
-    total_timeout_s: float = 30.0
+    total_timeout_s: float = bounded(30.0, 0.0)
     # Attempts in total (1 = no retry) for 429, 5xx, timeouts and connection errors.
     max_attempts: int = 2
     # Backoff before retry n (1-based): backoff_base_s * 2**(n-1), +-25 % jitter, capped.

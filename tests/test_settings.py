@@ -6,12 +6,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
-from bot.settings import Settings
+from bot.services import Services
+from bot.settings import BotSettings, Settings, TelegramSettings
+from rag.generative import OpenRouterSettings
 from rag.settings import RagSettings
+from rag.stt import SarvamSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,6 +45,30 @@ def test_boolean_settings_accept_true_false_yes_no_1_0(value, is_on):
     assert Settings.from_env({"VOICE_RAG_USE_GATE": value}).rag.use_gate is is_on
 
 
+@pytest.mark.parametrize(("variable", "value", "expected"), [
+    ("BOT_PIPELINE_THREADS", "0", "must be at least 1"),
+    ("VOICE_RAG_TOP_K", "0", "must be at least 1"),
+    ("VOICE_RAG_FLOOR_HI", "1.5", "must be between -1 and 1"),
+    ("BOT_RATE_LIMIT_WINDOW_S", "-30", "must be at least 1"),
+    ("BOT_MAX_VOICE_S", "-1", "must be at least 1"),
+    ("PORT", "99999", "must be between 1 and 65535"),
+    ("OPENROUTER_MAX_PASSAGES", "0", "must be at least 1"),
+])
+def test_a_value_outside_its_bounds_is_refused_naming_the_variable(variable, value, expected):
+    with pytest.raises(ValueError, match=f"^{variable} {expected}, got '{value}'$"):
+        Settings.from_env({variable: value})
+
+
+def test_zero_pipeline_threads_exits_2_with_one_line_instead_of_hanging(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TELEGRAM_", "SARVAM_"))}
+    env |= {"BOT_DB_PATH": str(tmp_path / "console.sqlite3"), "BOT_PIPELINE_THREADS": "0"}
+    proc = subprocess.run([sys.executable, "-m", "bot", "--console"], cwd=ROOT, env=env,
+                          timeout=120, input="", capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        "error: BOT_PIPELINE_THREADS must be at least 1, got '0'"]
+
+
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
 def test_a_floor_that_is_not_a_finite_number_is_refused(value):
     expected = f"VOICE_RAG_FLOOR_EN must be a finite number, got '{value}'"
@@ -53,3 +81,15 @@ def test_numbers_and_lists_convert_to_their_field_types():
                                   "BOT_ALLOWED_USER_IDS": "12, 34"})
     assert settings.rag.floor_hi == 0.9 and settings.bot.max_voice_s == 60
     assert settings.bot.allowed_user_ids == (12, 34)
+
+
+async def test_services_that_fail_to_open_close_their_database(tmp_path, settings, pipeline):
+    before = set(threading.enumerate())
+    with pytest.raises(ValueError, match="max_workers"):
+        await Services.open(Settings(
+            rag=settings, sarvam=SarvamSettings(), openrouter=OpenRouterSettings(),
+            telegram=TelegramSettings(),
+            bot=BotSettings(db_path=tmp_path / "bot.sqlite3", pipeline_threads=0),
+        ), pipeline)
+    leftover = [t for t in threading.enumerate() if t not in before and t.is_alive()]
+    assert leftover == []  # the database's worker thread would keep the process alive
