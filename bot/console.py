@@ -41,6 +41,7 @@ from bot.commands import (
     notice_reply,
     why_reply,
 )
+from bot.incoming import cut_command
 from bot.questions import answer_text, answer_voice
 from bot.services import Asker, Reply, Services, VoiceNote, ui_language
 from bot.settings import Settings
@@ -81,7 +82,8 @@ async def handle_line(services: Services, asker: Asker, line: str) -> Reply | No
     if looks_like_path(name):
         return await notice_reply(services, asker, "no_audio_file", path=name)
     if command.startswith("/"):
-        return await notice_reply(services, asker, "unknown_command", command=command)
+        return await notice_reply(services, asker, "unknown_command",
+                                  command=cut_command(command))
     return await answer_text(services, asker, line)
 
 

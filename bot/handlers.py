@@ -23,7 +23,6 @@ from bot.incoming import (
     asker_of,
     command_argument,
     is_for_bot,
-    is_voice_for_bot,
     message_kind,
     question_text,
     unknown_command,
@@ -53,16 +52,16 @@ async def on_text(update: Update, context: BotContext) -> None:
     if text is None:
         return
     asker = asker_of(message)
-    async with chat_action(context, asker.chat_id):
+    async with typing_unless_limited(context, asker):
         reply = await answer_text(context.services, asker, text)
     await send(context, asker, reply)
 
 
 async def on_voice(update: Update, context: BotContext) -> None:
     """A voice note, audio file or audio document (an .ogg sent as a file) (in groups only as a
-    reply to the bot)."""
+    reply to the bot or with a caption that mentions it)."""
     message = update.effective_message
-    if not is_voice_for_bot(message, context.bot.id):
+    if not is_for_bot(message, context.bot.username, context.bot.id):
         return
     media = message.voice or message.audio or message.document
     # to_dict() gives the duration in seconds as sent; the attribute warns that it becomes a
@@ -70,7 +69,7 @@ async def on_voice(update: Update, context: BotContext) -> None:
     note = VoiceNote(media.file_size, media.to_dict().get("duration"),
                      fetch=partial(download, media))
     asker = asker_of(message)
-    async with chat_action(context, asker.chat_id):
+    async with typing_unless_limited(context, asker):
         reply = await answer_voice(context.services, asker, note)
     await send(context, asker, reply)
 
@@ -107,6 +106,8 @@ async def download(media: Voice | Audio | Document) -> bytes:
     except TelegramError as exc:
         raise VoiceDownloadError(f"{type(exc).__name__}: {exc.message}",
                                  is_too_big="file is too big" in exc.message.lower()) from exc
+    except RuntimeError as exc:  # PTB: getFile answered without a file_path (optional field)
+        raise VoiceDownloadError(f"{type(exc).__name__}: {exc}") from exc
 
 
 # -------------------------------------------------------------------------------- commands
@@ -184,6 +185,16 @@ async def on_error(update: object, context: BotContext) -> None:
 
 
 # ---------------------------------------------------------------------------- sending
+
+
+def typing_unless_limited(context: BotContext, asker: Asker):
+    """:func:`chat_action` while a question is answered, but nothing for a message the rate
+    limit will refuse: its reply is immediate or nothing at all."""
+    services = context.services
+    if asker.sender_id is not None and services.limiter.is_limited(asker.sender_id,
+                                                                   services.clock()):
+        return contextlib.nullcontext()
+    return chat_action(context, asker.chat_id)
 
 
 @contextlib.asynccontextmanager

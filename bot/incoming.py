@@ -19,6 +19,7 @@ def asker_of(message: Message) -> Asker:
         user_id=user.id if user else None,
         message_id=message.message_id,
         language_code=user.language_code if user else None,
+        sender_chat_id=message.sender_chat.id if message.sender_chat else None,
     )
 
 
@@ -44,16 +45,11 @@ def question_text(message: Message, bot_username: str, bot_id: int) -> str | Non
     return None
 
 
-def is_voice_for_bot(message: Message, bot_id: int) -> bool:
-    """A voice note is a question in private chats, and in groups only as a reply to the bot
-    (a voice note cannot mention anyone)."""
-    return is_private(message) or is_reply_to_bot(message, bot_id)
-
-
 def is_for_bot(message: Message, bot_username: str, bot_id: int) -> bool:
-    """Whether a message that is not a question is addressed to the bot: always in private
-    chats; in groups a reply to the bot, a command for it (``/foo@bot_username``) or a message
-    that mentions ``@bot_username`` (in its text or caption)."""
+    """Whether a message other than typed text (a voice note, a sticker, an unknown command)
+    is addressed to the bot: always in private chats; in groups a reply to the bot, a command
+    for it (``/foo@bot_username``) or a message that mentions ``@bot_username`` (in its text or
+    caption, e.g. a voice note's)."""
     if is_private(message) or is_reply_to_bot(message, bot_id):
         return True
     text = message.text or ""
@@ -85,9 +81,12 @@ def unknown_command(message: Message) -> str | None:
     so the command is one the bot does not know."""
     text = message.text or ""
     command = text.split()[0].split("@")[0] if text.startswith("/") else ""
-    if len(command) > COMMAND_CHARS:
-        return command[:COMMAND_CHARS] + "…"
-    return command if len(command) > 1 else None
+    return cut_command(command) if len(command) > 1 else None
+
+
+def cut_command(command: str) -> str:
+    """``command`` as echoed back or logged: at most ``COMMAND_CHARS`` characters plus "…"."""
+    return command[:COMMAND_CHARS] + "…" if len(command) > COMMAND_CHARS else command
 
 
 def command_argument(args: list[str] | None) -> str | None:

@@ -201,18 +201,18 @@ async def _ask(services: Services, query: str, chat: ChatSettings,
 
 def rate_limited_reply(services: Services, asker: Asker, ui: str) -> Reply | None:
     """Count one request of ``asker`` against the per-user limit: None when allowed. Otherwise
-    nothing is counted and the reply is "please wait N s" in ``ui`` for the first refusal in a
-    window (``BOT_RATE_LIMIT_WINDOW_S``), else empty: the message is dropped. Every refusal is
+    nothing is counted and the reply is "please wait N s" in ``ui`` for the first refusal since
+    the sender's last allowed message, else empty: the message is dropped. Every refusal is
     logged (``rate_limited ... reply=notice|dropped``)."""
-    if asker.user_id is None:
+    if asker.sender_id is None:
         return None
     now_s = services.clock()
-    wait_s = services.limiter.wait_s(asker.user_id, now_s)
+    wait_s = services.limiter.wait_s(asker.sender_id, now_s)
     if not wait_s:
         return None
-    is_notice = services.limiter.should_notify(asker.user_id, now_s)
-    log.info("rate_limited chat_id=%d user_id=%d wait_s=%d reply=%s", asker.chat_id,
-             asker.user_id, wait_s, "notice" if is_notice else "dropped")
+    is_notice = services.limiter.should_notify(asker.sender_id, now_s)
+    log.info("rate_limited chat_id=%d sender_id=%d wait_s=%d reply=%s", asker.chat_id,
+             asker.sender_id, wait_s, "notice" if is_notice else "dropped")
     if not is_notice:
         return Reply([])
     return Reply([escape(t("rate_limited", ui, seconds=wait_s))])

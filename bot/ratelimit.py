@@ -10,8 +10,8 @@ class RateLimiter:
     """At most ``max_n`` events per user in any ``window_s`` seconds.
 
     ``max_n <= 0`` allows everything. State is in memory, one deque of timestamps per user
-    that has an event in the current window, and the time of each user's last "please wait"
-    notice (see :meth:`should_notify`).
+    that has an event in the current window, and the time of each user's "please wait" notice
+    since their last allowed event (see :meth:`should_notify`).
     """
 
     def __init__(self, max_n: int, window_s: float) -> None:
@@ -35,15 +35,22 @@ class RateLimiter:
         if len(events) >= self.max_n:
             return max(1, math.ceil(events[0] + self.window_s - now_s))
         events.append(now_s)
+        self._notified_s.pop(user_id, None)  # a new burst earns a new notice
         self._prune(now_s)
         return 0
 
+    def is_limited(self, user_id: int, now_s: float) -> bool:
+        """Whether :meth:`wait_s` would refuse ``user_id`` at ``now_s``; records nothing."""
+        if self.max_n <= 0:
+            return False
+        events = self._events.get(user_id, ())
+        return sum(t > now_s - self.window_s for t in events) >= self.max_n
+
     def should_notify(self, user_id: int, now_s: float) -> bool:
         """Whether to tell ``user_id``, refused by :meth:`wait_s` at ``now_s`` (monotonic
-        seconds), to wait: True (and recorded) at most once per ``window_s`` seconds per user,
-        False for the further refusals in that window, which are dropped."""
-        last_s = self._notified_s.get(user_id)
-        if last_s is not None and last_s > now_s - self.window_s:
+        seconds), to wait: True (and recorded) for the first refusal since the user's last
+        allowed event, False for the further ones, which are dropped."""
+        if user_id in self._notified_s:
             return False
         self._notified_s[user_id] = now_s
         return True

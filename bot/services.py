@@ -84,14 +84,23 @@ class Services:
 
 @dataclass(frozen=True, slots=True)
 class Asker:
-    """Who asked: ``chat_id`` (where to answer and whose settings apply), ``user_id`` (rate
-    limit), ``message_id`` (what to reply to; None in the console), and ``language_code``, the
-    user's interface language as Telegram reports it (``hi``, ``en-US``; None if unknown)."""
+    """Who asked: ``chat_id`` (where to answer and whose settings apply), ``user_id``,
+    ``message_id`` (what to reply to; None in the console), ``language_code``, the user's
+    interface language as Telegram reports it (``hi``, ``en-US``; None if unknown), and
+    ``sender_chat_id``, the chat a message was sent on behalf of (an anonymous group admin
+    or a channel: ``user_id`` is then Telegram's shared placeholder account)."""
 
     chat_id: int
     user_id: int | None = None
     message_id: int | None = None
     language_code: str | None = None
+    sender_chat_id: int | None = None
+
+    @property
+    def sender_id(self) -> int | None:
+        """Whose rate limit a message counts against: the sender chat when there is one (all
+        anonymous admins share one placeholder user), else the user."""
+        return self.sender_chat_id if self.sender_chat_id is not None else self.user_id
 
     @property
     def interface_lang(self) -> str | None:

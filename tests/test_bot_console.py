@@ -171,6 +171,8 @@ async def test_unknown_command_says_so_in_the_chat_language(services):
     assert english.startswith("Unknown command /foo. I understand text questions")
     assert hindi.startswith("अज्ञात कमांड /foo।")
     assert await services.db.last_decision(CONSOLE_CHAT_ID) is None
+    [long] = await ask(services, "/" + "x" * 5000)
+    assert long.startswith("अज्ञात कमांड /" + "x" * 31 + "…।")  # cut as on Telegram
 
 
 async def test_console_starts_by_saying_the_language_and_mode_and_where_they_are_stored(

@@ -440,6 +440,48 @@ async def test_group_messages_addressed_to_the_bot_get_a_notice_and_a_log_line(b
     assert "unsupported_message chat_id=-1001 kind=sticker command=-" in caplog.text
 
 
+async def test_voice_note_with_a_caption_mentioning_the_bot_is_answered_in_a_group(
+        bot, tg, sarvam):
+    sarvam.enqueue(Reply(transcript=XBOX, language_code="en-IN"))
+    ogg = make_voice_note("how much does an xbox 360 cost", "en")
+    file_id = tg.add_file(ogg)
+    caption = "@voicerag_test_bot please"
+    await push_message(tg, {
+        "chat": {"id": -1001, "type": "supergroup", "title": "G"},
+        "voice": {"file_id": file_id, "file_unique_id": "U-caption", "duration": 2,
+                  "mime_type": "audio/ogg", "file_size": len(ogg)},
+        "caption": caption,
+        "caption_entities": [{"type": "mention", "offset": 0, "length": 18}],
+    })
+    [answer] = await replies(tg)
+    assert answer.startswith("You said:") and "Sources" in answer
+
+
+async def test_anonymous_admins_of_two_groups_have_their_own_rate_limits(
+        tg, bot_settings, pipeline):
+    settings = replace(bot_settings, bot=replace(bot_settings.bot, rate_limit_n=1,
+                                                 rate_limit_window_s=60))
+    anonymous = {"id": 1087968824, "is_bot": True, "first_name": "Group",
+                 "username": "GroupAnonymousBot"}  # Telegram's one placeholder for them all
+    text = f"@voicerag_test_bot {XBOX}"
+
+    async def ask_as_admin_of(group_id: int) -> str:
+        group = {"id": group_id, "type": "supergroup", "title": f"G{group_id}"}
+        await tg.push_update({"message": {
+            "message_id": next(_message_ids), "date": int(time.time()), "chat": group,
+            "from": anonymous, "sender_chat": group, "text": text,
+            "entities": [{"type": "mention", "offset": 0, "length": 18}]}})
+        [reply] = await replies(tg)
+        return reply
+
+    async with running(settings, pipeline):
+        first = await ask_as_admin_of(-1001)
+        limited = await ask_as_admin_of(-1001)
+        other_group = await ask_as_admin_of(-1002)
+    assert "Sources" in first and "Sources" in other_group
+    assert re.fullmatch(r"Too many messages: please wait \d+ s\.", limited)
+
+
 @pytest.mark.parametrize("command", ["/foo" + "é" * 4050, "/foo-" + "x" * 4080],
                          ids=["accented", "dashed"])
 async def test_long_unknown_command_is_echoed_cut_to_32_characters(bot, tg, caplog, command):
@@ -601,7 +643,8 @@ async def test_flood_gets_one_please_wait_notice_then_is_dropped_with_a_log_line
         await asyncio.sleep(1)  # let any further replies arrive
     assert re.fullmatch(r"Too many messages: please wait \d+ s\.", notice)
     assert tg.methods().count("sendMessage") == 3
-    assert caplog.text.count("rate_limited chat_id=4242 user_id=4242") == 6
+    assert caplog.text.count("rate_limited chat_id=4242 sender_id=4242") == 6
+    assert "sendChatAction" not in tg.methods()  # no "typing..." for what gets no answer
     assert caplog.text.count("reply=notice") == 1 and caplog.text.count("reply=dropped") == 5
     assert await last_decision(settings) is None
     async with await Database.open(settings.bot.db_path) as db:

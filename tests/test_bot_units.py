@@ -6,18 +6,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from telegram import Chat, Message, MessageEntity, User
+from telegram import Chat, File, Message, MessageEntity, User
 
 from bot.app import main
 from bot.console import to_plain
+from bot.handlers import download
 from bot.incoming import (
     asker_of,
     is_for_bot,
-    is_voice_for_bot,
     message_kind,
     question_text,
     unknown_command,
 )
+from bot.questions import VoiceDownloadError
 from bot.ratelimit import RateLimiter
 from bot.services import Asker, script_language, ui_language
 from bot.settings import Settings
@@ -54,15 +55,18 @@ def test_rate_limiter_with_zero_limit_allows_everything():
     assert all(limiter.wait_s(1, 1.0) == 0 for _ in range(100))
 
 
-def test_rate_limiter_notifies_once_per_window_then_drops():
+def test_rate_limiter_notifies_once_per_refused_burst_then_drops():
     limiter = RateLimiter(max_n=1, window_s=30)
     assert limiter.wait_s(1, 100.0) == 0
+    assert limiter.is_limited(1, 101.0) and not limiter.is_limited(2, 101.0)
     assert limiter.wait_s(1, 101.0) == 29 and limiter.should_notify(1, 101.0)
     assert limiter.wait_s(1, 102.0) == 28 and not limiter.should_notify(1, 102.0)
     assert limiter.should_notify(2, 102.0)  # per user
-    assert limiter.wait_s(1, 130.0) == 0
-    assert limiter.wait_s(1, 130.5) == 30 and not limiter.should_notify(1, 130.5)
-    assert limiter.should_notify(1, 131.0)  # 30 s after the last notice
+    assert not limiter.is_limited(1, 130.0)
+    assert limiter.wait_s(1, 130.0) == 0  # the user waited: allowed again
+    # the first refusal of the next burst is told to wait again, however soon it comes
+    assert limiter.wait_s(1, 130.5) == 30 and limiter.should_notify(1, 130.5)
+    assert limiter.wait_s(1, 131.0) == 29 and not limiter.should_notify(1, 131.0)
 
 
 def test_private_text_is_always_a_question():
@@ -81,8 +85,8 @@ def test_group_mention_is_a_question_without_the_mention():
 def test_group_reply_to_the_bot_is_a_question():
     message = _message("and in 2010?", "group", reply_to_bot=True)
     assert question_text(message, BOT_NAME, BOT_ID) == "and in 2010?"
-    assert is_voice_for_bot(message, BOT_ID)
-    assert not is_voice_for_bot(_message("", "group"), BOT_ID)
+    assert is_for_bot(message, BOT_NAME, BOT_ID)
+    assert not is_for_bot(_message("", "group"), BOT_NAME, BOT_ID)
 
 
 def test_unknown_command_is_the_first_word_without_the_bot_name():
@@ -176,3 +180,13 @@ def test_python_m_bot_exits_2_with_the_reason(monkeypatch, capsys, tmp_path: Pat
 def test_console_shows_html_as_plain_text():
     assert to_plain("<b>Sources</b>\n1. <code>en-1-0</code> &amp; &lt;x&gt;") == \
         "Sources\n1. en-1-0 & <x>"
+
+
+async def test_download_of_a_file_without_file_path_is_a_voice_download_error():
+    class Media:  # getFile answered without the optional file_path
+        async def get_file(self) -> File:
+            return File("FILE-1", "U1", file_size=10)
+
+    with pytest.raises(VoiceDownloadError, match="No `file_path` available") as err:
+        await download(Media())
+    assert not err.value.is_too_big
