@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import sqlite3
 import sys
 from collections.abc import AsyncIterator
 from functools import partial
@@ -36,7 +37,7 @@ from bot import handlers
 from bot.handlers import BotContext
 from bot.messages import t
 from bot.services import Services
-from bot.settings import Settings
+from bot.settings import Settings, TelegramSettings
 from bot.startup import StartupError, check_startup, connect_bot_api
 from rag.errors import RagError
 from rag.pipeline import Pipeline
@@ -47,6 +48,16 @@ log = logging.getLogger(__name__)
 ALLOWED_UPDATES = [Update.MESSAGE, Update.EDITED_MESSAGE]
 """Update types the bot asks for (an edited question is answered again)."""
 COMMANDS = ("start", "help", "why", "lang", "mode")
+
+
+def overall_rate_limiter(tg: TelegramSettings) -> AIORateLimiter:
+    """PTB's rate limiter at ``tg.overall_max_rate`` messages per second (0: no cap). A rate
+    below 1/s is one message per 1/rate seconds: aiolimiter cannot hold under one message."""
+    rate = tg.overall_max_rate
+    if 0 < rate < 1:
+        return AIORateLimiter(overall_max_rate=1, overall_time_period=1 / rate,
+                              max_retries=tg.max_retries)
+    return AIORateLimiter(overall_max_rate=rate, max_retries=tg.max_retries)
 
 
 def build_application(settings: Settings, pipeline: Pipeline | None = None) -> Application:
@@ -63,8 +74,7 @@ def build_application(settings: Settings, pipeline: Pipeline | None = None) -> A
         .context_types(ContextTypes(context=BotContext))
         .defaults(Defaults(parse_mode=ParseMode.HTML))
         .concurrent_updates(True)
-        .rate_limiter(AIORateLimiter(overall_max_rate=tg.overall_max_rate,
-                                     max_retries=tg.max_retries))
+        .rate_limiter(overall_rate_limiter(tg))
         .post_init(partial(open_services, settings=settings, pipeline=pipeline))
         .post_shutdown(close_services)
         .build()
@@ -196,5 +206,9 @@ def main(argv: list[str] | None = None) -> int:
         run(build_application(settings), settings)
     except (StartupError, RagError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except sqlite3.Error as exc:
+        print(f"error: cannot open the database {settings.bot.db_path} (BOT_DB_PATH): {exc}",
+              file=sys.stderr)
         return 2
     return 0

@@ -146,9 +146,12 @@ async def allow_list_gate(update: Update, context: BotContext) -> None:
     if user is not None and user.id in context.services.settings.bot.allowed_user_ids:
         return
     message = update.effective_message
-    log.warning("not_allowed user_id=%s chat_id=%s", user.id if user else None,
-                message.chat_id if message else None)
-    if message is not None and message.chat.type == ChatType.PRIVATE:
+    services = context.services
+    # its refusals count against the rate limit too: a stranger cannot make the bot flood
+    is_limited = user is not None and services.limiter.wait_s(user.id, services.clock()) > 0
+    log.warning("not_allowed user_id=%s chat_id=%s reply=%s", user.id if user else None,
+                message.chat_id if message else None, "dropped" if is_limited else "refusal")
+    if message is not None and message.chat.type == ChatType.PRIVATE and not is_limited:
         lang = asker_of(message).interface_lang or "en"
         await message.reply_text(escape(t("not_allowed", lang)))
     raise ApplicationHandlerStop

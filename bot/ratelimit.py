@@ -10,15 +10,15 @@ class RateLimiter:
     """At most ``max_n`` events per user in any ``window_s`` seconds.
 
     ``max_n <= 0`` allows everything. State is in memory, one deque of timestamps per user
-    that has an event in the current window, and the time of each user's "please wait" notice
-    since their last allowed event (see :meth:`should_notify`).
+    that has an event in the current window, and for users who were told to wait, when they
+    were told and when they were last refused (see :meth:`should_notify`).
     """
 
     def __init__(self, max_n: int, window_s: float) -> None:
         self.max_n = max_n
         self.window_s = window_s
         self._events: dict[int, deque[float]] = {}
-        self._notified_s: dict[int, float] = {}
+        self._notice: dict[int, tuple[float, float]] = {}  # (told at, last refused at)
 
     def wait_s(self, user_id: int, now_s: float) -> int:
         """Record an event for ``user_id`` at ``now_s`` (monotonic seconds) if allowed.
@@ -35,7 +35,9 @@ class RateLimiter:
         if len(events) >= self.max_n:
             return max(1, math.ceil(events[0] + self.window_s - now_s))
         events.append(now_s)
-        self._notified_s.pop(user_id, None)  # a new burst earns a new notice
+        told = self._notice.get(user_id)
+        if told is not None and (told[1] == told[0] or told[1] <= now_s - self.window_s):
+            del self._notice[user_id]  # they heeded the notice: a new burst earns a new one
         self._prune(now_s)
         return 0
 
@@ -48,20 +50,23 @@ class RateLimiter:
 
     def should_notify(self, user_id: int, now_s: float) -> bool:
         """Whether to tell ``user_id``, refused by :meth:`wait_s` at ``now_s`` (monotonic
-        seconds), to wait: True (and recorded) for the first refusal since the user's last
-        allowed event, False for the further ones, which are dropped."""
-        if user_id in self._notified_s:
-            return False
-        self._notified_s[user_id] = now_s
-        return True
+        seconds), to wait: True (and recorded) for the first refusal; False, and the message is
+        dropped, while the user keeps sending anyway. A user who stopped after the notice until
+        allowed again, or was refused nothing for ``window_s``, gets a notice next time."""
+        told = self._notice.get(user_id)
+        if told is None or told[1] <= now_s - self.window_s:
+            self._notice[user_id] = (now_s, now_s)
+            return True
+        self._notice[user_id] = (told[0], now_s)
+        return False
 
     def _prune(self, now_s: float) -> None:
         """Forget users whose events and notice all left the window (keeps memory bounded by
         active users)."""
-        if len(self._events) < 1024 and len(self._notified_s) < 1024:
+        if len(self._events) < 1024 and len(self._notice) < 1024:
             return
         stale = [u for u, ev in self._events.items() if not ev or ev[-1] <= now_s - self.window_s]
         for user_id in stale:
             del self._events[user_id]
-        for user_id in [u for u, s in self._notified_s.items() if s <= now_s - self.window_s]:
-            del self._notified_s[user_id]
+        for user_id in [u for u, t in self._notice.items() if t[1] <= now_s - self.window_s]:
+            del self._notice[user_id]

@@ -17,7 +17,14 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from rag.generative import OpenRouterSettings
-from rag.settings import DEFAULT_DATA_DIR, RagSettings, bounded, env_number, settings_from_env
+from rag.settings import (
+    DEFAULT_DATA_DIR,
+    RagSettings,
+    bounded,
+    env_number,
+    settings_from_env,
+    wire_text,
+)
 from rag.stt import SarvamSettings
 
 
@@ -26,7 +33,7 @@ class TelegramSettings:
     """How to reach the Bot API; environment variables ``TELEGRAM_<FIELD>``."""
 
     # From @BotFather. Required to run the bot (not the console).
-    token: str = ""
+    token: str = wire_text("")
     # Bot API base URLs; PTB appends the token. Point them at a local Bot API server or
     # ``python -m standins.telegram`` (e.g. http://127.0.0.1:8081/bot and .../file/bot).
     api_base: str = "https://api.telegram.org/bot"

@@ -89,7 +89,7 @@ def _cmd_ask(args: argparse.Namespace, settings: RagSettings) -> int:
     if args.generative:
         from rag.generative import run_generative_cli
 
-        result = run_generative_cli(pipeline, args.query, args.lang)
+        result = run_generative_cli(pipeline, args.query, args.lang, args.openrouter)
     else:
         result = pipeline.ask(args.query, lang=args.lang)
     if args.json:
@@ -134,7 +134,11 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
         settings = RagSettings.from_env()
-    except ValueError as exc:  # a malformed VOICE_RAG_* value, named in the message
+        if getattr(args, "generative", False):
+            from rag.generative import OpenRouterSettings
+
+            args.openrouter = OpenRouterSettings.from_env()
+    except ValueError as exc:  # a malformed VOICE_RAG_*/OPENROUTER_* value, named in it
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.index:

@@ -46,7 +46,7 @@ from rag.guards import GroundingVerdict, check_grounding
 from rag.http import ServiceClient
 from rag.language import dominant_language
 from rag.pipeline import Pipeline, Prepared
-from rag.settings import bounded, settings_from_env
+from rag.settings import bounded, settings_from_env, wire_text
 from rag.text import clean_text, excerpt, split_sentences, tokenize
 from rag.types import Citation, Passage, Result, Status, Trace
 
@@ -63,7 +63,7 @@ class OpenRouterSettings:
 
     # Bearer key (openrouter.ai/keys). Empty: every request fails as ``unauthorized`` and
     # generative mode falls back to extractive answers.
-    api_key: str = ""
+    api_key: str = wire_text("")
     base_url: str = "https://openrouter.ai/api/v1"
     # Multilingual (en/hi/gu/te), supports response_format json_object, low latency and cost.
     model: str = "openai/gpt-4o-mini"
@@ -74,7 +74,7 @@ class OpenRouterSettings:
     # Cap on generated tokens: a short answer plus ids; a truncated reply is malformed JSON.
     max_tokens: int = bounded(600, 1)
     # OpenRouter attribution header (optional, shown on openrouter.ai rankings).
-    app_title: str = "VOICE-RAG bot"
+    app_title: str = wire_text("VOICE-RAG bot")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None,
@@ -453,7 +453,8 @@ async def _answer(pipeline: Pipeline, client: OpenRouterClient, prepared: Prepar
         stage.detail = f"{verdict.detail}{numbers} vs {', '.join(p.id for p in cited)}"
     if not is_grounded:
         raise _Fallback("ungrounded", verdict.detail + numbers)
-    answer_lang = dominant_language(generation.answer)
+    # no word in any script ("$80-$250 [1]") cannot be in the wrong language
+    answer_lang = dominant_language(generation.answer) or prepared.lang
     if answer_lang != prepared.lang:
         raise _Fallback("wrong_language", f"asked {prepared.lang}, answer script {answer_lang}")
     citations = [Citation(p.id, p.lang, score, excerpt(p.text))

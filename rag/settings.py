@@ -25,6 +25,13 @@ def bounded(default: float, lo: float | None = None, hi: float | None = None):
     return field(default=default, metadata={"min": lo, "max": hi})
 
 
+def wire_text(default: str):
+    """A settings field sent over the wire as is (an API key or title in an HTTP header, a bot
+    token in URLs): :func:`settings_from_env` refuses anything but printable ASCII, without
+    echoing the value (it may be a secret)."""
+    return field(default=default, metadata={"ascii": True})
+
+
 @dataclass(frozen=True, slots=True)
 class RagSettings:
     """Core retrieval and guard settings (cosine similarities are in [-1, 1])."""
@@ -104,6 +111,9 @@ def settings_from_env(cls, env: Mapping[str, str], prefix: str):
         elif kind.startswith("tuple"):
             kwargs[f.name] = tuple(x.strip() for x in raw.split(",") if x.strip())
         else:
+            if f.metadata.get("ascii") and not (raw.isascii() and raw.isprintable()):
+                raise ValueError(f"{name} must be printable ASCII (it is sent in HTTP headers "
+                                 "or URLs): check for pasted quotes, spaces or accents")
             kwargs[f.name] = raw
     return cls(**kwargs)
 

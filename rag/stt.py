@@ -31,7 +31,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, sto
 from rag.errors import ServiceError
 from rag.http import ServiceClient
 from rag.language import normalise_language
-from rag.settings import bounded, settings_from_env
+from rag.settings import bounded, settings_from_env, wire_text
 from rag.text import clean_text
 
 logger = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ class SarvamSettings:
     ``SARVAM_API_KEY``, ``SARVAM_BASE_URL``, ``SARVAM_TIMEOUT_S``)."""
 
     # Subscription key sent as the ``api-subscription-key`` header (Sarvam dashboard).
-    api_key: str = ""
+    api_key: str = wire_text("")
     base_url: str = "https://api.sarvam.ai"
     # Sarvam docs: saaras:v3 transcribes the 22 scheduled Indian languages + English.
     model: str = "saaras:v3"

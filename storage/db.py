@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
@@ -113,6 +114,9 @@ class Database:
         """
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
+        # fail here, in plain sqlite3 (a millisecond, once), on a folder or a file that is not a
+        # database: a failed aiosqlite.connect leaves its worker thread to crash at exit
+        _check_openable(path)
         conn = await aiosqlite.connect(path, isolation_level=None)
         try:
             conn.row_factory = aiosqlite.Row
@@ -335,3 +339,12 @@ def _refusal_from_row(row: aiosqlite.Row) -> StoredRefusal:
         floor=row["floor"],
         reason=row["reason"],
     )
+
+
+def _check_openable(path: Path) -> None:
+    """Raises ``sqlite3.Error`` unless ``path`` opens as an SQLite database (or a new file)."""
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("PRAGMA schema_version").fetchone()
+    finally:
+        conn.close()

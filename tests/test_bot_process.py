@@ -195,3 +195,14 @@ async def test_missing_ffmpeg_exits_2_with_one_line(tmp_path, sample_index_dir):
     assert stderr.splitlines() == [
         "error: ffmpeg is not installed, so voice notes cannot be decoded: apt-get install "
         "ffmpeg (pip's ffmpeg-python is not ffmpeg)"]
+
+
+async def test_unusable_database_path_exits_2_with_one_line(tmp_path, sample_index_dir):
+    async with FakeTelegram() as tg:
+        env = bot_env(tg, sample_index_dir, tmp_path)  # a folder, not a file
+        returncode, stderr = await run_bot(env, timeout_s=READY_TIMEOUT_S)
+    assert returncode == 2, stderr
+    assert "Traceback" not in stderr and "Exception" not in stderr, stderr
+    # after the start-up log lines (the Bot API answered), one error line
+    assert stderr.splitlines()[-1].startswith(
+        f"error: cannot open the database {tmp_path} (BOT_DB_PATH): ")

@@ -687,6 +687,30 @@ async def test_group_chat_ignores_plain_messages_and_answers_mentions(bot, tg):
     assert tg.methods().count("sendMessage") == 2  # the plain message got nothing
 
 
+async def test_allow_list_refusals_count_against_the_rate_limit(tg, bot_settings, pipeline,
+                                                                 caplog):
+    caplog.set_level(logging.WARNING, logger="bot.handlers")
+    settings = replace(bot_settings, bot=replace(bot_settings.bot, allowed_user_ids=(CHAT,),
+                                                 rate_limit_n=2, rate_limit_window_s=60))
+    async with running(settings, pipeline):
+        for _ in range(6):
+            await tg.push_text(CHAT + 1, XBOX)
+        await replies(tg, 2)
+        await asyncio.sleep(1)  # let any further replies arrive
+    assert tg.methods().count("sendMessage") == 2
+    assert caplog.text.count("reply=dropped") == 4
+
+
+async def test_overall_rate_below_one_message_a_second_still_answers(tg, bot_settings,
+                                                                     pipeline):
+    settings = replace(bot_settings,
+                       telegram=replace(bot_settings.telegram, overall_max_rate=0.5))
+    async with running(settings, pipeline):
+        await tg.push_text(CHAT, XBOX)
+        [answer] = await replies(tg)
+    assert "Sources" in answer
+
+
 async def test_allow_list_refuses_other_users(tg, bot_settings, pipeline):
     settings = replace(bot_settings, bot=replace(bot_settings.bot, allowed_user_ids=(CHAT,)))
     async with running(settings, pipeline):

@@ -55,18 +55,29 @@ def test_rate_limiter_with_zero_limit_allows_everything():
     assert all(limiter.wait_s(1, 1.0) == 0 for _ in range(100))
 
 
-def test_rate_limiter_notifies_once_per_refused_burst_then_drops():
+def test_rate_limiter_tells_a_user_who_heeded_the_notice_again():
     limiter = RateLimiter(max_n=1, window_s=30)
     assert limiter.wait_s(1, 100.0) == 0
     assert limiter.is_limited(1, 101.0) and not limiter.is_limited(2, 101.0)
     assert limiter.wait_s(1, 101.0) == 29 and limiter.should_notify(1, 101.0)
-    assert limiter.wait_s(1, 102.0) == 28 and not limiter.should_notify(1, 102.0)
-    assert limiter.should_notify(2, 102.0)  # per user
+    assert limiter.should_notify(2, 101.0)  # per user
     assert not limiter.is_limited(1, 130.0)
-    assert limiter.wait_s(1, 130.0) == 0  # the user waited: allowed again
+    assert limiter.wait_s(1, 130.0) == 0  # waited as told: allowed again
     # the first refusal of the next burst is told to wait again, however soon it comes
     assert limiter.wait_s(1, 130.5) == 30 and limiter.should_notify(1, 130.5)
     assert limiter.wait_s(1, 131.0) == 29 and not limiter.should_notify(1, 131.0)
+
+
+def test_rate_limiter_tells_a_steady_flood_once():
+    limiter = RateLimiter(max_n=2, window_s=6)
+    notices = answers = 0
+    for i in range(40):  # one message every 0.5 s for 20 s
+        now = 100.0 + 0.5 * i
+        if limiter.wait_s(1, now) == 0:
+            answers += 1
+        else:
+            notices += limiter.should_notify(1, now)
+    assert notices == 1 and answers == 2 + 2 * 3  # 2 at once, then 2 per 6 s slot
 
 
 def test_private_text_is_always_a_question():

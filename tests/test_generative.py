@@ -335,6 +335,15 @@ async def test_answer_in_another_language_than_the_question_falls_back(
     assert result.answer_lang == result.lang and answer not in result.answer
 
 
+async def test_answer_of_only_numbers_is_not_in_another_language(small_pipeline, llm, client):
+    llm.enqueue(Reply.answer("$80-$250 [1]", [1]))
+
+    result = await ask_generative(small_pipeline, client, XBOX_EN, lang="en")
+
+    assert result.mode == "generative" and result.answer == "$80-$250 [1]"
+    assert result.answer_lang == "en" and result.trace.get("fallback") is None
+
+
 async def test_english_answer_with_one_hindi_word_is_shown_for_an_english_question(
     small_pipeline, llm, client
 ):

@@ -27,7 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
     (["bot", "--console"], "VOICE_RAG_USE_GATE", "maybe", "must be true or false"),
     (["rag", "ask", "How much does an Xbox 360 cost?"], "VOICE_RAG_USE_GATE", "maybe",
      "must be true or false"),
-], ids=["rag-float", "bot-int", "bot-bool", "rag-bool"])
+    (["rag", "ask", "How much does an Xbox 360 cost?", "--generative"],
+     "OPENROUTER_MAX_TOKENS", "0", "must be at least 1"),
+], ids=["rag-float", "bot-int", "bot-bool", "rag-bool", "rag-generative-int"])
 def test_malformed_setting_exits_2_with_one_line_naming_the_variable(
         tmp_path, command, variable, value, expected):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TELEGRAM_", "SARVAM_"))}
@@ -93,3 +95,11 @@ async def test_services_that_fail_to_open_close_their_database(tmp_path, setting
         ), pipeline)
     leftover = [t for t in threading.enumerate() if t not in before and t.is_alive()]
     assert leftover == []  # the database's worker thread would keep the process alive
+
+
+@pytest.mark.parametrize("variable", ["SARVAM_API_KEY", "OPENROUTER_API_KEY",
+                                      "OPENROUTER_APP_TITLE", "TELEGRAM_TOKEN"])
+def test_a_key_with_a_pasted_smart_quote_is_refused_without_echoing_it(variable):
+    with pytest.raises(ValueError, match=f"^{variable} must be printable ASCII") as err:
+        Settings.from_env({variable: "sk_abc\u201d"})
+    assert "sk_abc" not in str(err.value)
