@@ -26,8 +26,8 @@ def test_unanswerable_probe_prints_each_signal_and_a_ceiling_per_language(sample
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "probe_unanswerable.py")],
                           env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    ceilings = re.findall(r"balanced accuracy at most (0\.\d+)", proc.stdout)
+    ceilings = [float(c) for c in re.findall(r"balanced accuracy at most (0\.\d+)", proc.stdout)]
     assert len(ceilings) == 2  # en and hi
-    assert all(0.5 < float(c) < 1.0 for c in ceilings)
-    aucs = [float(a) for a in re.findall(r"AUC (0\.\d+)", proc.stdout)]
-    assert len(aucs) == 2 * 9 and all(0.5 <= a <= 1.0 for a in aucs)
+    # the documented finding (docs/benchmarks.md): under issue 5's 0.85 target, above chance
+    assert all(0.5 < c < 0.85 for c in ceilings), ceilings
+    assert len(re.findall(r"AUC 0\.\d+", proc.stdout)) == 2 * 9  # 8 signals + the model
