@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 
 import httpx
@@ -288,8 +289,11 @@ async def test_transcribe_long_gives_up_at_the_whole_note_deadline_as_timeout(
     assert (err.value.service, err.value.reason) == ("sarvam", "timeout")
     assert "of 5 chunk(s) transcribed in 1.5 s" in err.value.detail
     assert "SARVAM_TOTAL_TIMEOUT_S" in err.value.detail
-    assert 1.5 <= elapsed_s < 2.5  # not the 3 s that 5 chunks of 0.6 s take
-    assert len(sarvam.calls) < 5
+    assert elapsed_s >= 1.5  # not given up before the deadline
+    # Requests of 0.6 s start at 0, 0.6 and 1.2 s: a deadline at 1.5 s stops a 4th (1.8 s), so
+    # at most 3 were sent and at most 2 finished -- counted, not timed on a noisy machine.
+    assert len(sarvam.calls) <= 3
+    assert int(re.search(r"(\d+) of 5 chunk", err.value.detail).group(1)) <= 2
 
 
 async def test_whole_note_deadline_of_0_means_no_limit(sarvam, settings, wav):
