@@ -1,4 +1,5 @@
-"""A local server shaped like Sarvam's REST speech-to-text API, for tests and the dev script.
+"""A local server shaped like Sarvam's REST speech-to-text and text-to-speech APIs, for tests and
+the dev script.
 
 ``POST /speech-to-text`` (multipart: ``file``, ``model``, ``language_code``; header
 ``api-subscription-key``) answers like https://api.sarvam.ai does::
@@ -15,6 +16,16 @@ Which transcript it returns:
 2. else the entry in ``transcripts`` keyed by :func:`audio_key` of the uploaded WAV;
 3. else the ``"default"`` entry of ``transcripts``;
 4. else an empty transcript (what Sarvam returns for silence).
+
+``POST /text-to-speech`` (JSON: ``text``, ``target_language_code``, ``model``, ``speaker``,
+``speech_sample_rate``) answers ``200 {"request_id": "...", "audios": ["<base64 WAV>"]}`` with
+real speech it generates (espeak-ng in the target language, resampled to the requested rate; a
+tone of ~60 ms per character where espeak-ng is missing, or with ``tts_voice="tone"``), the same
+403 for a wrong key, and 400 for blank text, text over the model's limit (bulbul:v3 2,500
+characters, bulbul:v2 1,500), an unknown model, language code or sample rate. Scripted
+:class:`Reply` objects queued with :meth:`SarvamStandin.enqueue_tts` replace answers in order
+(``Reply.error(500)``, ``Reply(delay_s=3)`` = generated audio after 3 s, ``Reply(body={...})`` =
+that 200 body as is, e.g. bad audio). :attr:`SarvamStandin.tts_calls` records each request.
 
 In tests::
 
@@ -35,11 +46,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import collections
 import hashlib
 import io
 import json
 import logging
+import math
+import shutil
+import struct
+import subprocess
+import time
 import uuid
 import wave
 from collections.abc import Mapping
@@ -86,6 +103,16 @@ LANGUAGE_CODES = frozenset(
     }
 )
 _MAX_UPLOAD_BYTES = 25 * 1024 * 1024
+TTS_MAX_CHARS = {"bulbul:v2": 1500, "bulbul:v3": 2500, "bulbul:v3-beta": 2500}
+"""Text-to-speech models and their REST limit in characters per request (Sarvam docs)."""
+TTS_LANGUAGE_CODES = frozenset(
+    {"en-IN", "hi-IN", "bn-IN", "ta-IN", "te-IN", "kn-IN", "ml-IN", "mr-IN", "gu-IN", "pa-IN",
+     "od-IN"}
+)
+TTS_SAMPLE_RATES_HZ = frozenset({8000, 16000, 22050, 24000, 32000, 44100, 48000})
+_ESPEAK_VOICES = {"en": "en", "hi": "hi", "bn": "bn", "ta": "ta", "te": "te", "kn": "kn",
+                  "ml": "ml", "mr": "mr", "gu": "gu", "pa": "pa", "od": "or"}
+_TONE_MS_PER_CHAR = 60  # about espeak-ng's speaking rate (175 words/min, ~6 chars a word)
 
 
 def audio_key(wav: bytes) -> str:
@@ -160,6 +187,52 @@ class RecordedCall:
     status: int
 
 
+@dataclass(frozen=True, slots=True)
+class TTSCall:
+    """One text-to-speech request as the stand-in saw it: its JSON ``body`` (empty when it was
+    not a JSON object), the answer's ``status``, the seconds of audio returned (None when none),
+    and ``synth_ms``, the milliseconds spent generating it, scripted ``delay_s`` excluded."""
+
+    headers: dict[str, str]
+    body: dict[str, Any]
+    status: int
+    duration_s: float | None = None
+    synth_ms: float = 0.0
+    delay_s: float = 0.0
+
+
+def synthesize_wav(text: str, language_code: str, sample_rate_hz: int,
+                   voice: str = "espeak") -> bytes:
+    """Speech for ``text`` as a mono 16-bit PCM WAV at ``sample_rate_hz``: espeak-ng in the
+    language of ``language_code`` (``hi-IN`` -> ``hi``) when ``voice`` is ``espeak`` and it is
+    installed, else a 220 Hz tone of 60 ms per character (at least 0.3 s). Blocking: run it in a
+    thread."""
+    if voice == "espeak" and shutil.which("espeak-ng"):
+        proc = subprocess.run(
+            ["espeak-ng", "-v", _ESPEAK_VOICES.get(language_code.split("-")[0], "en"),
+             "--stdout", text],
+            capture_output=True, check=True, timeout=60)
+        with wave.open(io.BytesIO(proc.stdout), "rb") as w:
+            rate, frames = w.getframerate(), w.readframes(w.getnframes())
+        if rate != sample_rate_hz:
+            from pydub import AudioSegment  # audioop resampling, no ffmpeg
+
+            segment = AudioSegment(frames, sample_width=2, frame_rate=rate, channels=1)
+            frames = segment.set_frame_rate(sample_rate_hz).raw_data
+    else:
+        n = int(sample_rate_hz * max(0.3, len(text) * _TONE_MS_PER_CHAR / 1000))
+        frames = struct.pack(f"<{n}h", *(int(8000 * math.sin(2 * math.pi * 220 * i /
+                                                                 sample_rate_hz))
+                                         for i in range(n)))
+    out = io.BytesIO()
+    with wave.open(out, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(sample_rate_hz)
+        w.writeframes(frames)
+    return out.getvalue()
+
+
 def _error(status: int, message: str, code: str) -> web.Response:
     return web.json_response({"error": {"message": message, "code": code}}, status=status)
 
@@ -174,6 +247,7 @@ class SarvamStandin(LoopbackServer):
         transcripts: Mapping[str, Any] | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        tts_voice: str = "espeak",
     ) -> None:
         super().__init__(host, port)
         self.api_key = api_key
@@ -183,11 +257,21 @@ class SarvamStandin(LoopbackServer):
         }
         self.calls: list[RecordedCall] = []
         self._script: collections.deque[Reply] = collections.deque()
+        # text-to-speech: "espeak" (real speech) or "tone" (cheaper: benchmarks)
+        self.tts_voice = tts_voice
+        self.tts_calls: list[TTSCall] = []
+        self._tts_script: collections.deque[Reply] = collections.deque()
 
     # ----- scripting -------------------------------------------------------------------------
     def enqueue(self, *replies: Reply) -> None:
         """Queue replies, used one per request in order before any default."""
         self._script.extend(replies)
+
+    def enqueue_tts(self, *replies: Reply) -> None:
+        """Queue text-to-speech answers, used one per request in order before generated speech:
+        an error (``Reply.error(500)``), a delay before generated speech (``Reply(delay_s=3)``)
+        or a raw 200 body (``Reply(body={"audios": ["bm90IGF1ZGlv"]})``)."""
+        self._tts_script.extend(replies)
 
     def add_transcript(
         self,
@@ -214,7 +298,65 @@ class SarvamStandin(LoopbackServer):
     def make_app(self) -> web.Application:
         app = web.Application(client_max_size=_MAX_UPLOAD_BYTES)
         app.router.add_post("/speech-to-text", self._speech_to_text)
+        app.router.add_post("/text-to-speech", self._text_to_speech)
         return app
+
+    # ----- text-to-speech --------------------------------------------------------------------
+    async def _text_to_speech(self, request: web.Request) -> web.StreamResponse:
+        body: dict[str, Any] = {}
+
+        def record(response: web.StreamResponse, **extra: Any) -> web.StreamResponse:
+            self.tts_calls.append(TTSCall(dict(request.headers), body, response.status, **extra))
+            return response
+
+        if request.headers.get("api-subscription-key") != self.api_key:
+            return record(_error(403, "Invalid API key or missing api-subscription-key header",
+                                 "invalid_api_key_error"))
+        try:
+            parsed = await request.json()
+        except ValueError as exc:
+            return record(_error(400, f"body is not JSON: {exc}", "invalid_request_error"))
+        if not isinstance(parsed, dict):
+            return record(_error(400, "body must be a JSON object", "invalid_request_error"))
+        body = parsed
+        text, model = body.get("text"), body.get("model", "bulbul:v3")
+        language_code = body.get("target_language_code")
+        rate = body.get("speech_sample_rate", 24000)
+        problem = None
+        if not isinstance(text, str) or not text.strip():
+            problem = "field 'text' must be a non-empty string"
+        elif model not in TTS_MAX_CHARS:
+            problem = f"unknown model {model!r}"
+        elif len(text) > TTS_MAX_CHARS[model]:
+            problem = (f"text is {len(text)} characters; {model} accepts at most "
+                       f"{TTS_MAX_CHARS[model]} per request")
+        elif language_code not in TTS_LANGUAGE_CODES:
+            problem = f"unsupported target_language_code {language_code!r}"
+        elif rate not in TTS_SAMPLE_RATES_HZ:
+            problem = f"unsupported speech_sample_rate {rate!r}"
+        if problem:
+            return record(_error(400, problem, "invalid_request_error"))
+        reply = self._tts_script.popleft() if self._tts_script else Reply()
+        if reply.delay_s > 0:
+            await asyncio.sleep(reply.delay_s)  # cancelled if the client gives up first
+        if reply.status != 200 or reply.body is not None:
+            payload = reply.body if reply.body is not None else {
+                "error": {"message": f"scripted {reply.status}", "code": "internal_server_error"}}
+            response = (web.json_response(payload, status=reply.status, headers=reply.headers)
+                        if isinstance(payload, dict)
+                        else web.Response(text=payload, status=reply.status,
+                                          headers=reply.headers))
+            return record(response, delay_s=reply.delay_s)
+        start = time.perf_counter()
+        wav = await asyncio.to_thread(synthesize_wav, text, language_code, rate, self.tts_voice)
+        synth_ms = (time.perf_counter() - start) * 1000
+        with wave.open(io.BytesIO(wav), "rb") as w:
+            duration_s = w.getnframes() / w.getframerate()
+        return record(
+            web.json_response({"request_id": f"standin-{uuid.uuid4().hex[:12]}",
+                               "audios": [base64.b64encode(wav).decode("ascii")]},
+                              headers=reply.headers),
+            duration_s=duration_s, synth_ms=synth_ms, delay_s=reply.delay_s)
 
     # ----- the endpoint ----------------------------------------------------------------------
     async def _speech_to_text(self, request: web.Request) -> web.StreamResponse:
@@ -362,7 +504,8 @@ class SarvamStandin(LoopbackServer):
 async def _serve(args: argparse.Namespace) -> None:
     transcripts = json.loads(Path(args.transcripts).read_text("utf-8")) if args.transcripts else {}
     async with SarvamStandin(
-        api_key=args.api_key, transcripts=transcripts, host=args.host, port=args.port
+        api_key=args.api_key, transcripts=transcripts, host=args.host, port=args.port,
+        tts_voice=args.tts_voice,
     ) as standin:
         print(
             f"sarvam standin listening base_url={standin.base_url} "
@@ -380,6 +523,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=8090, help="0 picks a free port")
     parser.add_argument("--api-key", default="test-key", help="expected api-subscription-key")
     parser.add_argument("--transcripts", help="JSON file: {audio_key or 'default': transcript}")
+    parser.add_argument("--tts-voice", choices=("espeak", "tone"), default="espeak",
+                        help="what /text-to-speech speaks with (tone: a 220 Hz beep)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     asyncio.run(_serve(args))
