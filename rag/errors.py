@@ -13,6 +13,11 @@ class IndexNotFoundError(RagError):
     """No index folder (or an incomplete one) at the configured path."""
 
 
+class IndexCorruptError(IndexNotFoundError):
+    """An index file is empty, truncated, unreadable, or disagrees with ``meta.json`` (dimension,
+    metric, counts); ``str(err)`` names the file and the rebuild command."""
+
+
 class EncoderUnavailableError(RagError):
     """The requested encoder cannot run here (missing package, no AVX2, no weights)."""
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rag.settings import RagSettings
-from rag.text import clean_text, content_tokens, tokenize
+from rag.text import clean_query, content_tokens, tokenize
 
 # Prompt-injection phrasings seen in public jailbreak lists and peer input guards (en, hi).
 _INJECTION = re.compile(
@@ -42,9 +42,10 @@ class InputVerdict:
 
 def check_input(query: str, settings: RagSettings) -> InputVerdict:
     """Reject empty, over-long, garbled, unsupported-script and prompt-injection queries; the
-    query is first cleaned by :func:`rag.text.clean_text` (control characters, lone surrogates,
-    zero-width spaces removed; NFKC; whitespace folded)."""
-    text = clean_text(query or "")
+    query is first cleaned by :func:`rag.text.clean_query` (control characters, lone surrogates,
+    zero-width spaces removed; NFKC; whitespace folded; a typed "query:" prefix removed; native
+    digits as ASCII)."""
+    text = clean_query(query or "")
     n_chars = len(text)
     if not text:
         return InputVerdict(False, "empty", text, "no text")

@@ -27,7 +27,7 @@ from usearch.index import Index
 
 from rag.corpus import corpus_hash, read_passages, write_passages
 from rag.encoders import Encoder
-from rag.errors import EncoderMismatchError, IndexNotFoundError
+from rag.errors import CorpusError, EncoderMismatchError, IndexCorruptError, IndexNotFoundError
 from rag.types import LANGUAGES, Passage
 
 INDEX_VERSION = 2
@@ -148,6 +148,51 @@ def build_index(
     return meta
 
 
+def _rebuild(index_dir: Path) -> str:
+    return f"rebuild it with `python -m rag --index {index_dir} build-index`"
+
+
+def _read_meta(path: Path) -> IndexMeta:
+    """``meta.json`` parsed; IndexCorruptError naming it when it is not the JSON we write."""
+    try:
+        return IndexMeta.from_json(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError) as exc:
+        detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        raise IndexCorruptError(
+            f"{path} cannot be read ({detail}): {_rebuild(path.parent)}") from exc
+
+
+def _restore_graph(path: Path, meta: IndexMeta, view: bool) -> Index:
+    """Open one usearch graph, checking it against ``meta``.
+
+    Raises:
+        IndexCorruptError: empty, truncated or not usearch (usearch raises ValueError "Not a
+            dense USearch index!" / RuntimeError "File is corrupted and can't fit all the
+            nodes"), unreadable, or of another dimension or metric than ``meta.json``.
+    """
+    size = path.stat().st_size
+    if size == 0:
+        raise IndexCorruptError(f"{path} is empty (0 bytes): {_rebuild(path.parent)}")
+    try:
+        graph = Index.restore(str(path), view=view)
+    except (ValueError, RuntimeError, OSError) as exc:
+        raise IndexCorruptError(
+            f"{path} cannot be read, truncated or damaged ({size} bytes; usearch: {exc}): "
+            f"{_rebuild(path.parent)}") from exc
+    if graph is None:
+        raise IndexCorruptError(f"{path} is not a usearch index: {_rebuild(path.parent)}")
+    if graph.ndim != meta.dim:
+        raise IndexCorruptError(
+            f"{path} has vectors of dimension {graph.ndim}, meta.json says {meta.dim} "
+            f"(encoder {meta.encoder}): {_rebuild(path.parent)}")
+    metric = getattr(graph.metric, "name", str(graph.metric)).lower()
+    if metric != meta.metric.lower():
+        raise IndexCorruptError(
+            f"{path} uses metric {metric}, meta.json says {meta.metric}: "
+            f"{_rebuild(path.parent)}")
+    return graph
+
+
 class PassageIndex:
     """A loaded index: per-language usearch graphs memory-mapped, passages in memory.
 
@@ -166,8 +211,15 @@ class PassageIndex:
     ) -> PassageIndex:
         """Open ``index_dir``; ``view=True`` memory-maps the graphs (~ms, no copy).
 
+        Every file is checked here, so a damaged index stops start-up with one line naming the
+        file instead of failing at the first question: ``meta.json`` must parse; each graph must
+        be a non-empty, complete usearch file whose dimension, metric and size match
+        ``meta.json``; ``passages.jsonl`` must hold as many passages as the graph over all.
+
         Raises:
             IndexNotFoundError: the folder or one of its files is missing.
+            IndexCorruptError: a file is empty, truncated, unreadable or disagrees with
+                ``meta.json`` (the message names it and the rebuild command).
             EncoderMismatchError: ``encoder_name`` differs from the encoder that built the index.
         """
         index_dir = Path(index_dir)
@@ -177,7 +229,7 @@ class PassageIndex:
                 f"no index at {index_dir}: build it with "
                 f"`python -m rag --index {index_dir} build-index`"
             )
-        meta = IndexMeta.from_json(json.loads(meta_path.read_text(encoding="utf-8")))
+        meta = _read_meta(meta_path)
         if meta.version != INDEX_VERSION:
             raise IndexNotFoundError(
                 f"index at {index_dir} has format version {meta.version}, this code reads "
@@ -193,13 +245,27 @@ class PassageIndex:
         for lang in GRAPHS:
             path = index_dir / f"index-{lang}.usearch"
             if not path.is_file():
-                raise IndexNotFoundError(f"{path} is missing: rebuild the index")
-            graph = Index.restore(str(path), view=view)
-            if graph is None:
-                raise IndexNotFoundError(f"{path} is not a usearch index: rebuild the index")
+                raise IndexNotFoundError(f"{path} is missing: {_rebuild(index_dir)}")
+            graph = _restore_graph(path, meta, view)
+            expected = sum(meta.n_passages.values()) if lang == ALL else meta.n_passages.get(lang)
+            if expected is not None and len(graph) != expected:
+                raise IndexCorruptError(
+                    f"{path} holds {len(graph)} vectors, meta.json says {expected}: "
+                    f"{_rebuild(index_dir)}")
             graph.expansion_search = meta.search.expansion_search
             graphs[lang] = graph
-        passages = read_passages(index_dir / "passages.jsonl")
+        passages_path = index_dir / "passages.jsonl"
+        if not passages_path.is_file():
+            raise IndexNotFoundError(f"{passages_path} is missing: {_rebuild(index_dir)}")
+        try:
+            passages = read_passages(passages_path)
+        except (CorpusError, OSError, ValueError, KeyError, TypeError) as exc:
+            raise IndexCorruptError(f"{passages_path} cannot be read ({exc}): "
+                                    f"{_rebuild(index_dir)}") from exc
+        if len(passages) != len(graphs[ALL]):
+            raise IndexCorruptError(
+                f"{passages_path} holds {len(passages)} passages, index-all.usearch "
+                f"{len(graphs[ALL])}: {_rebuild(index_dir)}")
         return cls(meta, passages, graphs)
 
     def __len__(self) -> int:

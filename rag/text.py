@@ -44,6 +44,16 @@ STOPWORDS: dict[str, frozenset[str]] = {
 
 _INVISIBLE_BREAKS = frozenset("\u200b\u2060\ufeff")
 
+NATIVE_DIGIT_ZEROS: tuple[int, ...] = (0x0966, 0x0AE6, 0x0C66)
+"""Code points of the digit zero in Devanagari (०), Gujarati (૦) and Telugu (౦); each script's
+ten digits follow in order (Unicode blocks U+0966-096F, U+0AE6-0AEF, U+0C66-0C6F)."""
+_ASCII_DIGITS = str.maketrans({chr(zero + i): str(i) for zero in NATIVE_DIGIT_ZEROS
+                               for i in range(10)})
+_JOINERS = "\u200c\u200d"  # ZWNJ, ZWJ: they choose a glyph's shape, never end a word
+_TOKEN_FOLD = _ASCII_DIGITS | str.maketrans("", "", _JOINERS)
+# "query: " / "passage: " typed (or pasted) by a user: the encoder adds its own E5 prefix
+_E5_PREFIX = re.compile(r"^(?:(?:query|passage)\s*:\s*)+", re.IGNORECASE)
+
 
 def clean_text(text: str, nfkc: bool = True) -> str:
     """``text`` as storable, displayable text: control characters (Unicode Cc, e.g. NUL, ESC),
@@ -59,9 +69,23 @@ def clean_text(text: str, nfkc: bool = True) -> str:
     return " ".join(unicodedata.normalize("NFKC" if nfkc else "NFC", kept).split())
 
 
+def ascii_digits(text: str) -> str:
+    """``text`` with Devanagari, Gujarati and Telugu digits as ASCII ones: "१०००" → "1000"."""
+    return text.translate(_ASCII_DIGITS)
+
+
+def clean_query(text: str) -> str:
+    """A user's question as the pipeline reads it: :func:`clean_text`, then any leading
+    ``query:``/``passage:`` (E5's prefixes, which the encoder adds itself) removed, and native
+    digits as ASCII ones, so "૧૦૦૦" matches and embeds like the "1000" of a passage."""
+    return ascii_digits(_E5_PREFIX.sub("", clean_text(text)))
+
+
 def tokenize(text: str) -> list[str]:
-    """Lower-cased word tokens; Indic words keep their matras and viramas intact."""
-    text = unicodedata.normalize("NFC", text)
+    """Lower-cased word tokens; Indic words keep their matras and viramas intact, ZWJ/ZWNJ
+    inside a word neither split it nor stay in the token, and native digits read as ASCII
+    (``tokenize("क्‍या १०००") == ["क्या", "1000"]``)."""
+    text = unicodedata.normalize("NFC", text).translate(_TOKEN_FOLD)
     return [t.lower() for t in _TOKEN.findall(text)]
 
 

@@ -206,3 +206,22 @@ async def test_unusable_database_path_exits_2_with_one_line(tmp_path, sample_ind
     # after the start-up log lines (the Bot API answered), one error line
     assert stderr.splitlines()[-1].startswith(
         f"error: cannot open the database {tmp_path} (BOT_DB_PATH): ")
+
+
+async def test_truncated_index_file_stops_start_up_with_one_line_and_exit_2(
+        tmp_path, sample_passages, encoder):
+    from rag.index import SearchParams, build_index
+
+    index_dir = tmp_path / "index"
+    build_index(sample_passages[:40], encoder, index_dir, SearchParams(exact=True),
+                show_progress=False)
+    graph = index_dir / "index-all.usearch"
+    graph.write_bytes(graph.read_bytes()[: graph.stat().st_size // 2])
+    async with FakeTelegram() as tg:
+        env = bot_env(tg, index_dir, tmp_path / "bot.sqlite3")
+        returncode, stderr = await run_bot(env, timeout_s=READY_TIMEOUT_S)
+    assert returncode == 2, stderr
+    assert "Traceback" not in stderr, stderr
+    last = stderr.splitlines()[-1]
+    assert last.startswith(f"error: {graph} cannot be read, truncated or damaged"), last
+    assert last.endswith(f"rebuild it with `python -m rag --index {index_dir} build-index`")

@@ -1,4 +1,5 @@
 import json
+import re
 
 import numpy as np
 import pytest
@@ -74,3 +75,70 @@ def test_auto_language_adds_bonus_only_to_same_language(small, encoder):
     no_bonus = retrieve(index, q, "gu", 5, is_explicit=False, language_bonus=0.0)
     n_gu = sum(h.passage.lang == "gu" for h in hits)
     assert n_gu >= sum(h.passage.lang == "gu" for h in no_bonus)
+
+
+# ------------------------------------------------------------ issue 14: index faults at load
+
+
+def damaged_copy(index_dir, tmp_path, damage) -> tuple:
+    """A copy of ``index_dir`` in ``tmp_path`` with ``damage(copy_dir)`` applied."""
+    import shutil
+
+    copy = tmp_path / "index"
+    shutil.copytree(index_dir, copy)
+    damage(copy)
+    return copy
+
+
+def _truncate(name: str, keep: float):
+    def damage(copy):
+        path = copy / name
+        data = path.read_bytes()
+        path.write_bytes(data[: int(len(data) * keep)])
+    return damage
+
+
+def _wrong_dimension(copy):
+    from usearch.index import Index
+
+    meta = json.loads((copy / "meta.json").read_text())
+    graph = Index(ndim=meta["dim"] // 2, metric="cos", dtype="f32")
+    n = meta["n_passages"]["en"]
+    graph.add(np.arange(n, dtype=np.uint64), np.random.default_rng(0).random(
+        (n, meta["dim"] // 2), dtype=np.float32))
+    graph.save(str(copy / "index-en.usearch"))
+
+
+def _wrong_metric(copy):
+    from usearch.index import Index
+
+    meta = json.loads((copy / "meta.json").read_text())
+    n = meta["n_passages"]["hi"]
+    graph = Index(ndim=meta["dim"], metric="l2sq", dtype="f32")
+    graph.add(np.arange(n, dtype=np.uint64), np.random.default_rng(0).random(
+        (n, meta["dim"]), dtype=np.float32))
+    graph.save(str(copy / "index-hi.usearch"))
+
+
+@pytest.mark.parametrize(("damage", "file", "says"), [
+    (_truncate("index-all.usearch", 0), "index-all.usearch", r"is empty \(0 bytes\)"),
+    (_truncate("index-all.usearch", 0.7), "index-all.usearch", "truncated or damaged"),
+    (_truncate("index-te.usearch", 0.01), "index-te.usearch", "truncated or damaged"),
+    (_wrong_dimension, "index-en.usearch", r"dimension \d+, meta.json says \d+"),
+    (_wrong_metric, "index-hi.usearch", "metric l2sq, meta.json says cos"),
+    (_truncate("meta.json", 0.5), "meta.json", "cannot be read"),
+    (_truncate("passages.jsonl", 0.5), "passages.jsonl", "passages"),
+], ids=["empty", "truncated", "nearly-empty", "wrong-dimension", "wrong-metric",
+        "truncated-meta", "truncated-passages"])
+def test_damaged_index_file_is_named_with_the_rebuild_command(small, tmp_path, damage, file,
+                                                               says):
+    from rag.errors import IndexCorruptError
+
+    copy = damaged_copy(small[1], tmp_path, damage)
+    with pytest.raises(IndexCorruptError) as caught:
+        PassageIndex.load(copy)
+    message = str(caught.value)
+    assert str(copy / file) in message
+    assert re.search(says, message), message
+    assert f"rebuild it with `python -m rag --index {copy} build-index`" in message
+    assert "\n" not in message

@@ -1,7 +1,9 @@
+from pathlib import Path
+
 import pytest
 
 from rag.language import detect_language, dominant_language, normalise_language
-from rag.text import content_tokens, excerpt, split_sentences, tokenize
+from rag.text import ascii_digits, clean_query, content_tokens, excerpt, split_sentences, tokenize
 
 
 @pytest.mark.parametrize(
@@ -69,3 +71,70 @@ def test_excerpt_is_cut_at_a_word_to_at_most_200_chars():
 def test_content_tokens_drop_question_words_in_each_language():
     assert content_tokens("how much does an xbox cost") == ["xbox", "cost"]
     assert content_tokens("भारत के प्रधानमंत्री कौन हैं", "hi") == ["भारत", "प्रधानमंत्री"]
+
+
+# ------------------------------------------------- issue 14: mixed scripts, text normalisation
+
+MIXED_SCRIPT = Path(__file__).parent / "fixtures" / "mixed_script.tsv"
+
+
+def mixed_script_rows() -> list[tuple[str, str, str]]:
+    """(group, expected language, question) from tests/fixtures/mixed_script.tsv."""
+    lines = [line for line in MIXED_SCRIPT.read_text("utf-8").splitlines()
+             if line and not line.startswith("#")]
+    return [tuple(line.split("\t")) for line in lines[1:]]
+
+
+def first_indic_letter_wins(text: str) -> str:
+    """The rule before issue 14: any Devanagari/Gujarati/Telugu letter made the question Indic."""
+    indic = [detect_language(ch) for ch in text if "\u0900" <= ch <= "\u0c7f"]
+    return max(set(indic), key=indic.count) if indic else "en"
+
+
+def accuracy_by_group(rule) -> dict[str, float]:
+    groups: dict[str, list[bool]] = {}
+    for group, expected, question in mixed_script_rows():
+        groups.setdefault(group, []).append(rule(question) == expected)
+    return {group: sum(hits) / len(hits) for group, hits in groups.items()}
+
+
+def test_mixed_script_questions_take_the_language_of_most_words():
+    assert len(mixed_script_rows()) >= 30
+    accuracy = accuracy_by_group(detect_language)
+    assert accuracy["en-indic-name"] == 1.0
+    assert accuracy["indic-en-term"] == 1.0
+    # Hindi typed in Latin letters has no Indic script to tell it by: English by this rule
+    # (README: "Language of a question"; a voice note's Sarvam code or /lang hi decide instead)
+    assert accuracy["hinglish-latin"] == 0.0
+    # the old rule sent every English question with an Indic name to the Indic language
+    assert accuracy_by_group(first_indic_letter_wins)["en-indic-name"] == 0.0
+
+
+def test_one_indic_place_name_keeps_an_english_question_english():
+    assert detect_language("what is the population of અમદાવાદ?") == "en"
+    assert detect_language("COVID vaccine के side effects क्या हैं") == "hi"
+
+
+@pytest.mark.parametrize(("native", "ascii_"), [("१०००", "1000"), ("૧૦૦૦", "1000"),
+                                                ("౧౦౦౦", "1000"), ("२०२४ में", "2024 में")])
+def test_native_digits_read_as_ascii_for_matching(native, ascii_):
+    assert tokenize(native) == tokenize(ascii_)
+    assert ascii_digits(native) == ascii_
+
+
+@pytest.mark.parametrize("joiner", ["\u200d", "\u200c"], ids=["zwj", "zwnj"])
+def test_zero_width_joiners_never_split_a_word(joiner):
+    assert tokenize(f"क्{joiner}या किता{joiner}ब है") == ["क्या", "किताब", "है"]
+    assert tokenize(f"ర{joiner}కం") == ["రకం"]
+
+
+@pytest.mark.parametrize("typed", ["query: what is the capital of india",
+                                   "Query:what is the capital of india",
+                                   "passage: query: what is the capital of india"])
+def test_typed_e5_prefix_is_removed_from_a_question(typed):
+    assert clean_query(typed) == "what is the capital of india"
+    assert clean_query("what is a query: in sql") == "what is a query: in sql"
+
+
+def test_clean_query_maps_native_digits_and_keeps_joiners_for_display():
+    assert clean_query("१००० रुपये में क्\u200dया") == "1000 रुपये में क्\u200dया"
