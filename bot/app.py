@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 
 ALLOWED_UPDATES = [Update.MESSAGE, Update.EDITED_MESSAGE]
 """Update types the bot asks for (an edited question is answered again)."""
-COMMANDS = ("start", "help", "why", "lang", "mode")
+COMMANDS = ("start", "help", "why", "lang", "mode", "voice")
 
 
 def overall_rate_limiter(tg: TelegramSettings) -> AIORateLimiter:
@@ -92,6 +92,7 @@ def add_handlers(app: Application, settings: Settings) -> None:
     app.add_handler(CommandHandler("why", handlers.on_why))
     app.add_handler(CommandHandler("lang", handlers.on_lang))
     app.add_handler(CommandHandler("mode", handlers.on_mode))
+    app.add_handler(CommandHandler("voice", handlers.on_voice_setting))
     # questions
     app.add_handler(MessageHandler(filters.VOICE | filters.AUDIO | filters.Document.AUDIO,
                                    handlers.on_voice))

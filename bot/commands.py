@@ -1,4 +1,4 @@
-"""/start, /help, /why, /lang, /mode and notices (e.g. "unknown command") as framework-free
+"""/start, /help, /why, /lang, /mode, /voice and notices (e.g. "unknown command") as framework-free
 service functions.
 
 Each takes the :class:`Services`, the :class:`Asker` and the command's argument (text after the
@@ -16,7 +16,7 @@ from bot.messages import language_name, t
 from bot.questions import rate_limited_reply
 from bot.render import render_trace
 from bot.services import Asker, Reply, Services, ui_language
-from storage.db import CHAT_LANGS, MODES
+from storage.db import CHAT_LANGS, MODES, VOICE_MODES
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +91,32 @@ async def mode_reply(services: Services, asker: Asker, arg: str | None) -> Reply
     if choice == "generative" and not has_llm_key:
         text += "\n" + t("mode_no_llm_key", ui)
     return Reply([escape(text)])
+
+
+async def voice_command_reply(services: Services, asker: Asker, arg: str | None) -> Reply:
+    """``/voice on|off|auto`` stores whether the chat's answers also come as a voice note
+    (``auto``: only answers to voice notes); without a valid argument, the choice in force and
+    the usage line. Without ``SARVAM_API_KEY`` the reply adds that answers stay text only."""
+    choice = (arg or "").strip().lower()
+    chat = await services.db.get_chat_settings(asker.chat_id)
+    ui = ui_language(chat.lang, asker)
+    limited = rate_limited_reply(services, asker, ui)
+    if limited is not None:
+        return limited
+    if choice not in VOICE_MODES:
+        return Reply([escape(f"{voice_line(chat.voice, ui, services)}\n{t('voice_usage', ui)}")])
+    await services.db.set_chat_settings(asker.chat_id, voice=choice)
+    log.info("chat_settings chat_id=%d voice=%s", asker.chat_id, choice)
+    return Reply([escape(voice_line(choice, ui, services))])
+
+
+def voice_line(voice: str, ui: str, services: Services) -> str:
+    """The spoken-reply choice in force, in ``ui``: ``voice`` is one of ``VOICE_MODES``; a
+    choice that would speak adds that it cannot without a Sarvam key."""
+    line = t(f"voice_{voice}", ui)
+    if voice != "off" and not services.settings.sarvam.api_key:
+        line += "\n" + t("voice_no_key", ui)
+    return line
 
 
 def lang_line(lang: str, ui: str) -> str:

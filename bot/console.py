@@ -5,6 +5,7 @@ Telegram handlers call, on the local index and the SQLite decision log.
     > How much does an Xbox 360 cost?
     > /why
     > /lang hi
+    > /voice on                      # answers also spoken: the audio is written to a file
     > path/to/voice-note.ogg         # any audio file ffmpeg reads; needs SARVAM_API_KEY
     > /quit
 
@@ -14,7 +15,10 @@ first, as a terminal's drag and drop writes ``'/tmp/x.ogg'`` or ``/tmp/my\\ note
 looks like a path (see :func:`looks_like_path`) but names no readable file gets "no audio
 file"; an unknown ``/command`` gets "unknown command"; every other line is a typed question.
 
-Questions and the ``/lang`` and ``/mode`` choices are recorded under chat id 0
+A spoken reply (``/voice on``, or ``auto`` for an audio file; needs ``SARVAM_API_KEY``) is
+written as OGG/Opus to ``voice-replies/`` beside ``BOT_DB_PATH`` and its path printed.
+
+Questions and the ``/lang``, ``/mode`` and ``/voice`` choices are recorded under chat id 0
 (``CONSOLE_CHAT_ID``) in ``BOT_DB_PATH``, so the choices carry over to later sessions; each
 session starts by saying which are in force and where they are stored.
 """
@@ -27,6 +31,7 @@ import os
 import re
 import shlex
 import sys
+import time
 from collections.abc import AsyncIterable, Callable
 from functools import partial
 from pathlib import Path
@@ -39,12 +44,16 @@ from bot.commands import (
     mode_line,
     mode_reply,
     notice_reply,
+    voice_command_reply,
+    voice_line,
     why_reply,
 )
 from bot.incoming import cut_command
 from bot.questions import answer_text, answer_voice
 from bot.services import Asker, Reply, Services, VoiceNote, ui_language
 from bot.settings import Settings
+from bot.voice_reply import make_voice, record_voice
+from rag.types import Stage
 
 CONSOLE_CHAT_ID = 0
 """Chat id of the console's decisions and settings (Telegram never uses 0)."""
@@ -73,6 +82,8 @@ async def handle_line(services: Services, asker: Asker, line: str) -> Reply | No
             return await lang_reply(services, asker, arg or None)
         case "/mode":
             return await mode_reply(services, asker, arg or None)
+        case "/voice":
+            return await voice_command_reply(services, asker, arg or None)
     name = file_name(line)
     path = _readable_file(name)
     if path is not None:
@@ -154,16 +165,18 @@ def to_plain(message: str) -> str:
 
 
 async def banner(services: Services, asker: Asker) -> str:
-    """The console's first message: where its settings are stored, and the answer language and
-    mode in force (set by ``/lang`` and ``/mode`` in this or an earlier session)."""
+    """The console's first message: where its settings are stored, and the answer language,
+    mode and spoken replies in force (set by ``/lang``, ``/mode`` and ``/voice`` in this or an
+    earlier session)."""
     chat = await services.db.get_chat_settings(asker.chat_id)
     ui = ui_language(chat.lang, asker)
     return "\n".join([
         f"Console chat: settings of chat id {asker.chat_id} in {services.settings.bot.db_path}, "
-        "kept between sessions (/lang and /mode change them; /help lists the commands, /quit "
-        "leaves).",
+        "kept between sessions (/lang, /mode and /voice change them; /help lists the commands, "
+        "/quit leaves).",
         lang_line(chat.lang, ui),
         mode_line(chat.mode, ui, has_llm_key=bool(services.settings.openrouter.api_key)),
+        voice_line(chat.voice, ui, services),
     ])
 
 
@@ -179,6 +192,35 @@ async def chat(services: Services, lines: AsyncIterable[str],
         reply = await handle_line(services, asker, line)
         for message in reply.messages if reply else []:
             write(to_plain(message))
+        if reply is not None and reply.speech is not None and reply.messages:
+            path = await save_voice(services, asker, reply)
+            if path is not None:
+                write(f"(voice reply: {path})")
+
+
+async def save_voice(services: Services, asker: Asker, reply: Reply) -> Path | None:
+    """Make the voice note of ``reply.speech`` and write it (OGG/Opus) to
+    ``voice-replies/reply-<decision id>.ogg`` beside the database; its path, or None when it
+    could not be made or written (logged and traced like a Telegram voice reply)."""
+    outcome = await make_voice(services, reply.speech)
+    stages, path = list(outcome.stages), None
+    if outcome.audio is not None:
+        target = (services.settings.bot.db_path.parent / "voice-replies"
+                  / f"reply-{reply.decision_id}.ogg")
+        start = time.perf_counter()
+        try:
+            await asyncio.to_thread(_write_file, target, outcome.audio.ogg)
+            path, decision, detail = target, "ok", str(target)
+        except OSError as exc:
+            decision, detail = "failed", f"cannot write {target}: {exc.strerror or exc}"
+        stages.append(Stage("save_voice", decision, detail, (time.perf_counter() - start) * 1e3))
+    await record_voice(services, asker, reply, stages)
+    return path
+
+
+def _write_file(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
 
 
 async def _stdin_lines() -> AsyncIterable[str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import AsyncIterator
 from functools import partial
@@ -18,7 +19,14 @@ from telegram.constants import ChatAction, ChatType
 from telegram.error import Conflict, Forbidden, NetworkError, RetryAfter, TelegramError
 from telegram.ext import ApplicationHandlerStop, CallbackContext, ExtBot
 
-from bot.commands import help_reply, lang_reply, mode_reply, notice_reply, why_reply
+from bot.commands import (
+    help_reply,
+    lang_reply,
+    mode_reply,
+    notice_reply,
+    voice_command_reply,
+    why_reply,
+)
 from bot.incoming import (
     asker_of,
     command_argument,
@@ -30,6 +38,8 @@ from bot.incoming import (
 from bot.messages import t
 from bot.questions import VoiceDownloadError, answer_text, answer_voice
 from bot.services import Asker, Reply, Services, VoiceNote
+from bot.voice_reply import make_voice, record_voice
+from rag.types import Stage
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +65,7 @@ async def on_text(update: Update, context: BotContext) -> None:
     async with typing_unless_limited(context, asker):
         reply = await answer_text(context.services, asker, text)
     await send(context, asker, reply)
+    await speak(context, asker, reply)
 
 
 async def on_voice(update: Update, context: BotContext) -> None:
@@ -72,6 +83,7 @@ async def on_voice(update: Update, context: BotContext) -> None:
     async with typing_unless_limited(context, asker):
         reply = await answer_voice(context.services, asker, note)
     await send(context, asker, reply)
+    await speak(context, asker, reply)
 
 
 async def on_other(update: Update, context: BotContext) -> None:
@@ -133,6 +145,13 @@ async def on_lang(update: Update, context: BotContext) -> None:
 async def on_mode(update: Update, context: BotContext) -> None:
     asker = asker_of(update.effective_message)
     reply = await mode_reply(context.services, asker, command_argument(context.args))
+    await send(context, asker, reply)
+
+
+async def on_voice_setting(update: Update, context: BotContext) -> None:
+    """/voice on|off|auto."""
+    asker = asker_of(update.effective_message)
+    reply = await voice_command_reply(context.services, asker, command_argument(context.args))
     await send(context, asker, reply)
 
 
@@ -243,3 +262,27 @@ async def send(context: BotContext, asker: Asker, reply: Reply) -> list[Message]
     log.info("reply chat_id=%d decision_id=%s n_messages=%d reply_ms=%.1f", asker.chat_id,
              reply.decision_id, len(sent), reply_ms)
     return sent
+
+
+async def speak(context: BotContext, asker: Asker, reply: Reply) -> None:
+    """After the text reply: the voice note of ``reply.speech``, if any, with ``sendVoice``
+    (quoting the question), showing "recording a voice message" while it is made. Failures are
+    logged and traced (``bot.voice_reply.record_voice``), never raised: the text stands."""
+    if reply.speech is None or not reply.messages:
+        return
+    async with chat_action(context, asker.chat_id, ChatAction.RECORD_VOICE):
+        outcome = await make_voice(context.services, reply.speech)
+    stages = list(outcome.stages)
+    if outcome.audio is not None:
+        start = time.perf_counter()
+        quote = (ReplyParameters(asker.message_id, allow_sending_without_reply=True)
+                 if asker.message_id is not None else None)
+        try:
+            await context.bot.send_voice(asker.chat_id, outcome.audio.ogg,
+                                         duration=math.ceil(outcome.audio.duration_s),
+                                         reply_parameters=quote)
+            decision, detail = "ok", f"{len(outcome.audio.ogg)} bytes OGG/Opus"
+        except TelegramError as exc:
+            decision, detail = "failed", f"{type(exc).__name__}: {exc.message}"
+        stages.append(Stage("send_voice", decision, detail, (time.perf_counter() - start) * 1e3))
+    await record_voice(context.services, asker, reply, stages)

@@ -240,6 +240,12 @@ MESSAGES: dict[str, dict[str, str]] = {
         "gu": "જવાબની રીત: extractive અથવા generative",
         "te": "సమాధాన విధానం: extractive లేదా generative",
     },
+    "cmd_voice": {
+        "en": "Spoken replies: on, off or auto",
+        "hi": "बोलकर जवाब: on, off या auto",
+        "gu": "બોલીને જવાબ: on, off અથવા auto",
+        "te": "మాటల సమాధానం: on, off లేదా auto",
+    },
     # ---- answer labels
     "low_confidence": {
         "en": "Low confidence: best match {score} is close to the floor {floor}.",
@@ -329,6 +335,38 @@ MESSAGES: dict[str, dict[str, str]] = {
         "gu": "OPENROUTER_API_KEY વિના જવાબો અવતરણ જ રહેશે (સ્રોતોમાંથી સીધાં લીધેલાં વાક્યો).",
         "te": "OPENROUTER_API_KEY లేకుండా సమాధానాలు ఉల్లేఖనగానే ఉంటాయి (మూలాల నుండి నేరుగా "
               "తీసుకున్న వాక్యాలు).",
+    },
+    # ---- /voice (spoken replies)
+    "voice_on": {
+        "en": "Spoken replies: on. Every answer also comes as a voice note.",
+        "hi": "बोलकर जवाब: चालू। हर जवाब वॉइस नोट में भी आएगा।",
+        "gu": "બોલીને જવાબ: ચાલુ. દરેક જવાબ વૉઇસ નોટમાં પણ આવશે.",
+        "te": "మాటల సమాధానం: ఆన్. ప్రతి సమాధానం వాయిస్ నోట్‌గా కూడా వస్తుంది.",
+    },
+    "voice_off": {
+        "en": "Spoken replies: off. Answers come as text only.",
+        "hi": "बोलकर जवाब: बंद। जवाब केवल लिखकर आएँगे।",
+        "gu": "બોલીને જવાબ: બંધ. જવાબ ફક્ત લખાણમાં આવશે.",
+        "te": "మాటల సమాధానం: ఆఫ్. సమాధానాలు రాతలో మాత్రమే వస్తాయి.",
+    },
+    "voice_auto": {
+        "en": "Spoken replies: automatic. Questions asked by voice note also get a voice note.",
+        "hi": "बोलकर जवाब: स्वचालित। वॉइस नोट से पूछे गए सवालों का जवाब वॉइस नोट में भी आएगा।",
+        "gu": "બોલીને જવાબ: આપમેળે. વૉઇસ નોટથી પૂછેલા પ્રશ્નોનો જવાબ વૉઇસ નોટમાં પણ આવશે.",
+        "te": "మాటల సమాధానం: ఆటో. వాయిస్ నోట్‌తో అడిగిన ప్రశ్నలకు సమాధానం వాయిస్ నోట్‌గా "
+              "కూడా వస్తుంది.",
+    },
+    "voice_usage": {
+        "en": "Use /voice on, /voice off or /voice auto.",
+        "hi": "/voice on, /voice off या /voice auto लिखें।",
+        "gu": "/voice on, /voice off અથવા /voice auto લખો.",
+        "te": "/voice on, /voice off లేదా /voice auto అని పంపండి.",
+    },
+    "voice_no_key": {
+        "en": "Without SARVAM_API_KEY, answers stay text only.",
+        "hi": "SARVAM_API_KEY के बिना जवाब केवल लिखकर आएँगे।",
+        "gu": "SARVAM_API_KEY વિના જવાબ ફક્ત લખાણમાં આવશે.",
+        "te": "SARVAM_API_KEY లేకుండా సమాధానాలు రాతలో మాత్రమే వస్తాయి.",
     },
     "mode_extractive": {
         "en": "extractive (sentences quoted from the sources)",

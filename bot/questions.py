@@ -24,6 +24,7 @@ from bot.audio import (
 from bot.messages import t
 from bot.render import render_result
 from bot.services import Asker, Reply, Services, VoiceNote, script_language, ui_language
+from bot.voice_reply import speech_for
 from rag.errors import ServiceError
 from rag.generative import ask_generative
 from rag.stt import Transcript
@@ -47,7 +48,9 @@ async def answer_text(services: Services, asker: Asker, text: str) -> Reply:
         return limited
     result = await _ask(services, text, chat, hint_lang=None)
     decision_id = await _record(services, asker, "text", result)
-    return Reply(render_result(result, _reply_lang(result, chat, asker)), decision_id)
+    lang = _reply_lang(result, chat, asker)
+    return Reply(render_result(result, lang), decision_id,
+                 speech_for(result, lang, chat.voice, is_voice_question=False))
 
 
 async def answer_voice(services: Services, asker: Asker, voice: VoiceNote) -> Reply:
@@ -73,7 +76,8 @@ async def answer_voice(services: Services, asker: Asker, voice: VoiceNote) -> Re
     result.trace.stages[:0] = trace.stages
     decision_id = await _record(services, asker, "voice", result, heard)
     lang = _reply_lang(result, chat, asker, heard)
-    return Reply(render_result(result, lang, transcript=heard.text), decision_id)
+    return Reply(render_result(result, lang, transcript=heard.text), decision_id,
+                 speech_for(result, lang, chat.voice, is_voice_question=True))
 
 
 def _reply_lang(result: Result, chat: ChatSettings, asker: Asker,

@@ -129,6 +129,12 @@ def _citation(n: int, citation: Citation, lang: str) -> str:
     return f"{head}\n<i>{escape(citation.excerpt)}</i>" if citation.excerpt else head
 
 
+def refusal_text(result: Result, lang: str) -> str:
+    """The refusal or error sentence the reply shows for ``result``, as plain text (not
+    escaped) in ``lang``, with score and floor where it states them: what a spoken reply says."""
+    return _refusal_text(result, lang)
+
+
 def _refusal_text(result: Result, lang: str) -> str:
     score, floor = _fmt(result.top_score), _fmt(result.floor)
     match result.status:

@@ -16,10 +16,12 @@ from dataclasses import dataclass, field
 
 from bot.ratelimit import RateLimiter
 from bot.settings import Settings
+from bot.voice_cache import VoiceCache
 from rag.generative import OpenRouterClient
 from rag.language import detect_language, normalise_language
 from rag.pipeline import Pipeline
 from rag.stt import SarvamSTT
+from rag.tts import SarvamTTS
 from storage.db import Database
 
 log = logging.getLogger(__name__)
@@ -30,7 +32,9 @@ class Services:
     """The bot's long-lived dependencies, opened once (``Services.open``) and closed once.
 
     ``pipeline_pool`` runs extractive questions off the event loop (``BOT_PIPELINE_THREADS``
-    threads); ``clock`` returns monotonic seconds (the rate limiter's time source).
+    threads); ``clock`` returns monotonic seconds (the rate limiter's time source);
+    ``tts`` speaks replies and ``voice_cache`` keeps the voice notes it made
+    (``bot.voice_reply``).
     """
 
     settings: Settings
@@ -40,6 +44,8 @@ class Services:
     llm: OpenRouterClient
     limiter: RateLimiter
     pipeline_pool: ThreadPoolExecutor
+    tts: SarvamTTS | None = None
+    voice_cache: VoiceCache = field(default_factory=lambda: VoiceCache(0))
     clock: Callable[[], float] = time.monotonic
 
     @classmethod
@@ -65,6 +71,8 @@ class Services:
                 limiter=RateLimiter(settings.bot.rate_limit_n, settings.bot.rate_limit_window_s),
                 pipeline_pool=ThreadPoolExecutor(settings.bot.pipeline_threads,
                                                  thread_name_prefix="pipeline"),
+                tts=SarvamTTS(settings.sarvam, settings.tts),
+                voice_cache=VoiceCache(int(settings.tts.cache_mb * 2**20)),
             )
         except BaseException:
             await db.close()  # its worker thread would keep the process alive
@@ -78,6 +86,8 @@ class Services:
         already committed)."""
         self.pipeline_pool.shutdown(wait=True)
         await self.stt.aclose()
+        if self.tts is not None:
+            await self.tts.aclose()
         await self.llm.aclose()
         await self.db.close()
 
@@ -123,12 +133,23 @@ class VoiceNote:
 
 
 @dataclass(frozen=True, slots=True)
+class Speech:
+    """What a spoken reply says: plain ``text`` (no citations, ids or scores) in ``lang``
+    (``en``/``hi``/``gu``/``te``)."""
+
+    text: str
+    lang: str
+
+
+@dataclass(frozen=True, slots=True)
 class Reply:
     """What to send back: Telegram HTML messages in order (each ≤ 4096 characters, balanced
-    tags), and the id of the decision recorded for it (None for commands)."""
+    tags), the id of the decision recorded for it (None for commands), and what to say in a
+    voice note after them (None: no spoken reply; see ``bot.voice_reply``)."""
 
     messages: list[str] = field(default_factory=list)
     decision_id: int | None = None
+    speech: Speech | None = None
 
 
 def ui_language(chat_lang: str, asker: Asker, fallback: str | None = None) -> str:

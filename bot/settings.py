@@ -4,6 +4,7 @@ Sections and their prefixes:
 
 - ``VOICE_RAG_*``   core floors, index and encoder (``rag.settings.RagSettings``)
 - ``SARVAM_*``      speech-to-text (``rag.stt.SarvamSettings``)
+- ``SARVAM_TTS_*``  spoken replies (``rag.tts.SarvamTTSSettings``)
 - ``OPENROUTER_*``  generative answers (``rag.generative.OpenRouterSettings``)
 - ``TELEGRAM_*``    token, API base URLs, webhook (:class:`TelegramSettings`)
 - ``BOT_*``         storage, limits and access (:class:`BotSettings`)
@@ -26,6 +27,7 @@ from rag.settings import (
     wire_text,
 )
 from rag.stt import SarvamSettings
+from rag.tts import SarvamTTSSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +99,7 @@ class Settings:
     openrouter: OpenRouterSettings
     telegram: TelegramSettings
     bot: BotSettings
+    tts: SarvamTTSSettings = SarvamTTSSettings()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -125,4 +128,5 @@ class Settings:
             openrouter=OpenRouterSettings.from_env(env),
             telegram=telegram,
             bot=replace(bot, allowed_user_ids=ids),
+            tts=SarvamTTSSettings.from_env(env),
         )

@@ -9,11 +9,17 @@ API, so the event loop measured is the bot's.
   the pipeline's own ``trace.total_ms``: the bot's overhead (target ≤ 20 ms at P50).
 - Phase 2, ``--chats`` chats asking at once, ``--rounds`` rounds: throughput, latency and
   latency beyond the core (which now includes waiting for a free pipeline thread).
+- Phase 3, spoken replies (``/voice on``) against the Sarvam stand-in (``python -m
+  standins.sarvam --tts-voice tone``, its own process; cache off, so every reply is
+  synthesised): the time the voice note adds after the text reply (sendMessage → sendVoice
+  received) minus Sarvam's own time (the ``text_to_speech`` stage): encoding to OGG/Opus,
+  uploading, chat action; one chat asking ``--voice`` questions in turn, then ``--voice-chats``
+  chats at once.
 - Throughout: the worst event-loop stall, from a ticker task that sleeps 2 ms and measures how
-  late it wakes (target: none over 50 ms).
+  late it wakes (target: none over 50 ms), reported for phases 1-2 and for phase 3.
 
     python scripts/bench_bot.py                         # index: VOICE_RAG_INDEX_DIR
-    python scripts/bench_bot.py --chats 50 --rounds 4 --sequential 40
+    python scripts/bench_bot.py --chats 50 --rounds 4 --sequential 40 --voice 20
 
 Prints numbers; asserts nothing.
 """
@@ -46,6 +52,7 @@ from bot.app import build_application, polling  # noqa: E402
 from bot.settings import Settings, TelegramSettings  # noqa: E402
 from rag.pipeline import Pipeline  # noqa: E402
 from rag.settings import SHARED_SAMPLE  # noqa: E402
+from rag.stt import SarvamSettings  # noqa: E402
 from standins.telegram import DEFAULT_TOKEN  # noqa: E402
 
 TICK_S = 0.002
@@ -142,23 +149,73 @@ class Driver:
 
 
 @contextlib.contextmanager
-def fake_telegram_process() -> Iterator[str]:
-    """``python -m standins.telegram`` on a free port; yields its URL."""
+def standin_process(module: str, *args: str) -> Iterator[str]:
+    """``python -m <module> --port <free port> [args]``; yields its URL."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "standins.telegram", "--port", str(port)],
-                            cwd=ROOT, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen([sys.executable, "-m", module, "--port", str(port), *args],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 20
         while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
             if time.monotonic() > deadline:
-                raise TimeoutError("fake Telegram server did not start in 20 s")
+                raise TimeoutError(f"{module} did not start in 20 s")
             time.sleep(0.05)
         yield f"http://127.0.0.1:{port}"
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def fake_telegram_process() -> contextlib.AbstractContextManager[str]:
+    """``python -m standins.telegram`` on a free port; yields its URL."""
+    return standin_process("standins.telegram")
+
+
+def voice_round(driver: Driver, chats: list[int], texts: list[str]) -> None:
+    """One question per chat at once; returns when every text and voice reply has arrived."""
+    driver.ask_round(chats, texts)
+    driver.client.get("/_control/wait", params={"method": "sendVoice", "n": len(chats),
+                                                 "timeout": 600}).raise_for_status()
+
+
+def voice_added_ms(driver: Driver, db_path: Path, keys: set[tuple[int, int]],
+                   ) -> dict[str, list[float]]:
+    """Per question in ``keys``: ``added`` (sendVoice received minus sendMessage received,
+    minus the ``text_to_speech`` stage: what the bot adds beyond Sarvam), and the stages
+    ``text_to_speech``, ``encode_voice``, ``send_voice`` (ms) from the stored trace."""
+    with sqlite3.connect(db_path) as conn:
+        traces = {(c, m): {st["name"]: st["elapsed_ms"] for st in json.loads(t)} for c, m, t in
+                  conn.execute("SELECT chat_id, message_id, trace FROM decisions")}
+    arrived: dict[str, dict[tuple[int, int], float]] = {}
+    for method in ("sendMessage", "sendVoice"):
+        for call in driver.client.get("/_control/calls", params={"method": method}).json():
+            params = call["params"]
+            key = (int(params["chat_id"]), int(params["reply_parameters"]["message_id"]))
+            arrived.setdefault(method, {})[key] = call["at"]
+    out: dict[str, list[float]] = {"added": [], "text_to_speech": [], "encode_voice": [],
+                                   "send_voice": []}
+    for key in keys:
+        stages = traces.get(key, {})
+        if key in arrived.get("sendVoice", {}) and "text_to_speech" in stages:
+            gap_ms = (arrived["sendVoice"][key] - arrived["sendMessage"][key]) * 1000
+            out["added"].append(gap_ms - stages["text_to_speech"])
+            for name in ("text_to_speech", "encode_voice", "send_voice"):
+                out[name].append(stages.get(name, 0.0))
+    return out
+
+
+def report_voice(name: str, measured: dict[str, list[float]]) -> None:
+    added = measured["added"]
+    if not added:
+        print(f"{name}: no voice replies measured")
+        return
+    print(f"{name}: n={len(added)} added beyond Sarvam P50 {pct(added, 50):.1f} ms "
+          f"P95 {pct(added, 95):.1f} ms | stages P50: sarvam (stand-in) "
+          f"{pct(measured['text_to_speech'], 50):.1f} ms, encode_voice "
+          f"{pct(measured['encode_voice'], 50):.1f} ms, send_voice "
+          f"{pct(measured['send_voice'], 50):.1f} ms")
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -193,6 +250,29 @@ async def run(args: argparse.Namespace) -> None:
             await meter.stop()
         seq = driver.measure(settings.bot.db_path, sequential)
         con = driver.measure(settings.bot.db_path, set(driver.sent_at) - sequential)
+
+        with standin_process("standins.sarvam", "--api-key", "bench-key",
+                             "--tts-voice", "tone") as sarvam_url:
+            voice_settings = replace(
+                settings, sarvam=SarvamSettings(api_key="bench-key", base_url=sarvam_url),
+                tts=replace(settings.tts, cache_mb=0))
+            voice_meter = StallMeter()
+            async with polling(build_application(voice_settings, pipeline), voice_settings):
+                voice_chats = list(range(5000, 5000 + max(1, args.voice_chats)))
+                await asyncio.to_thread(driver.ask_round, voice_chats,
+                                        ["/voice on"] * len(voice_chats))
+                before = set(driver.sent_at)
+                voice_meter.start()
+                for text in questions(args.voice):
+                    await asyncio.to_thread(voice_round, driver, voice_chats[:1], [text])
+                voice_seq = set(driver.sent_at) - before
+                voice_seq_stall_ms = voice_meter.worst_ms
+                await asyncio.to_thread(voice_round, driver, voice_chats,
+                                        questions(len(voice_chats)))
+                voice_con = set(driver.sent_at) - before - voice_seq
+                await voice_meter.stop()
+            voice_seq_ms = voice_added_ms(driver, settings.bot.db_path, voice_seq)
+            voice_con_ms = voice_added_ms(driver, settings.bot.db_path, voice_con)
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} (stalls include "
           f"time the OS gave other processes); fake Telegram in its own process; no client-side "
           f"send cap; {settings.bot.pipeline_threads} pipeline thread(s)")
@@ -204,6 +284,13 @@ async def run(args: argparse.Namespace) -> None:
           f"({seq_stall_ms:.1f} ms in phase 1), P99 lateness "
           f"{pct(meter.lateness_ms, 99):.1f} ms, {sum(x > 50 for x in meter.lateness_ms)} of "
           f"{len(meter.lateness_ms)} ticks of {TICK_S * 1000:.0f} ms late by > 50 ms")
+    report_voice("phase 3, spoken replies, one chat sequential", voice_seq_ms)
+    report_voice(f"phase 3, spoken replies, {len(voice_chats)} chats at once", voice_con_ms)
+    print(f"phase 3 event loop: worst stall {voice_meter.worst_ms:.1f} ms "
+          f"({voice_seq_stall_ms:.1f} ms one chat), P99 lateness "
+          f"{pct(voice_meter.lateness_ms, 99):.1f} ms, "
+          f"{sum(x > 50 for x in voice_meter.lateness_ms)} of {len(voice_meter.lateness_ms)} "
+          "ticks late by > 50 ms")
     print(f"targets: beyond-core P50 <= 20 ms (phase 1): {pct(seq[1], 50):.1f} ms; "
           f"no stall > 50 ms: {meter.worst_ms:.1f} ms")
 
@@ -213,6 +300,10 @@ def main() -> None:
     parser.add_argument("--chats", type=int, default=50, help="concurrent chats in phase 2")
     parser.add_argument("--rounds", type=int, default=4, help="questions per chat in phase 2")
     parser.add_argument("--sequential", type=int, default=40, help="questions in phase 1")
+    parser.add_argument("--voice", type=int, default=20,
+                        help="spoken replies in phase 3, one chat")
+    parser.add_argument("--voice-chats", type=int, default=10,
+                        help="chats asking at once with spoken replies in phase 3")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     asyncio.run(run(args))

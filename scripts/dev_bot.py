@@ -4,14 +4,16 @@ Starts the fake Telegram Bot API server (``python -m standins.telegram``, with i
 and the Sarvam stand-in (``python -m standins.sarvam``, scripted with the note's transcript),
 then ``python -m bot`` pointed at both; pushes a Hindi voice note asking about a passage of the
 shared sample ("छोटे खीरे में कैलोरी की मात्रा", calories in a small cucumber) and then
-``/why``; prints both replies as Telegram would show them; shuts everything down.
+``/why``; prints both replies as Telegram would show them, and the spoken reply the bot sends
+after the text (Sarvam text-to-speech, here the stand-in's espeak-ng voice, as OGG/Opus: saved
+to a file and checked with ffprobe); shuts everything down.
 
     python scripts/dev_bot.py                  # index: VOICE_RAG_INDEX_DIR or data/index
     python scripts/dev_bot.py --keep           # leave the servers and bot running (Ctrl-C)
 
 Needs espeak-ng and ffmpeg (for the voice note) and a built index (``python -m rag
-build-index``). Exit code 0 when the answer is in Devanagari with a citation and /why shows
-the chain.
+build-index``). Exit code 0 when the answer is in Devanagari with a citation, a voice note
+of OGG/Opus follows it, and /why shows the chain.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import os
 import re
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -86,6 +89,27 @@ def wait_listening(port: int, timeout_s: float = 20) -> None:
     raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout_s} s")
 
 
+def wait_traced(db_path: Path, stage: str, timeout_s: float = 10) -> None:
+    """Until the last decision's trace has ``stage`` (the bot adds the voice stages to it just
+    after sendVoice returns), or ``timeout_s`` seconds."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with sqlite3.connect(db_path) as conn:
+            row = conn.execute("SELECT trace FROM decisions ORDER BY id DESC LIMIT 1").fetchone()
+        if row and any(s["name"] == stage for s in json.loads(row[0])):
+            return
+        time.sleep(0.05)
+
+
+def probe(path: Path) -> tuple[str, float]:
+    """(``format/codec``, duration in seconds) of an audio file, as ffprobe reads it."""
+    out = subprocess.run(["ffprobe", "-v", "error", "-show_format", "-show_streams", "-of",
+                          "json", str(path)], capture_output=True, check=True).stdout
+    info = json.loads(out)
+    return (f"{info['format']['format_name']}/{info['streams'][0]['codec_name']}",
+            float(info["format"]["duration"]))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", action="store_true", help="keep everything running at the end")
@@ -128,7 +152,16 @@ def main() -> int:
         answer_text = parse_html(answer["params"]["text"])
         print(f"\n--- reply to the Hindi voice note ({(time.perf_counter() - sent) * 1000:.0f} "
               f"ms) ---\n{answer_text}\n", flush=True)
+        [voice] = wait_for(client, "sendVoice", 60)
+        voice_path = work / "voice-reply.ogg"
+        voice_path.write_bytes(client.get("/_control/sent_file",
+                                          params={"method": "sendVoice"}).content)
+        codec, duration_s = probe(voice_path)
+        print(f"--- voice reply ({(voice['at'] - answer['at']) * 1000:.0f} ms after the text) "
+              f"---\n{voice_path}: {codec}, {duration_s:.1f} s, {voice_path.stat().st_size} "
+              f"bytes (sendVoice duration={voice['params'].get('duration')})\n", flush=True)
 
+        wait_traced(Path(bot_env["BOT_DB_PATH"]), "send_voice")  # recorded after sendVoice
         client.post("/_control/push_text", json={"chat_id": CHAT_ID, "text": "/why"})
         [why] = wait_for(client, "sendMessage", 30)
         why_text = parse_html(why["params"]["text"])
@@ -136,8 +169,10 @@ def main() -> int:
 
         ok = (answer_text.startswith(f"आपने कहा: {QUESTION_HI}")
               and re.search(r"hi-\d+-\d+", answer_text) is not None
-              and "relevance_guard — passed" in why_text)
-        print("OK: Devanagari answer with a citation; /why shows the chain" if ok
+              and codec == "ogg/opus" and duration_s > 0.5
+              and "relevance_guard — passed" in why_text and "text_to_speech — ok" in why_text)
+        print("OK: Devanagari answer with a citation, then an OGG/Opus voice note; /why shows "
+              "the chain" if ok
               else f"FAILED: unexpected replies (logs in {work})", flush=True)
         if args.keep:
             print(f"running; fake Telegram control API at {tg_url}/_control/ (Ctrl-C stops)")

@@ -101,12 +101,15 @@ class Call:
     part name to its bytes. ``at`` is ``time.perf_counter()`` when the request arrived, in
     seconds. Downloads are recorded as method ``"<download>"`` with ``params["file_path"]``, and
     webhook deliveries as ``"<webhook>"`` with ``params["update_id"]`` and ``params["status"]``.
+    ``result`` is what the fake answered (e.g. the sent message, with its ``message_id``), None
+    until it answered or when it answered with an error.
     """
 
     method: str
     params: dict[str, Any]
     files: dict[str, bytes] = field(default_factory=dict)
     at: float = 0.0
+    result: Any = None
 
     @property
     def chat_id(self) -> int | str | None:
@@ -458,6 +461,7 @@ class FakeTelegram(LoopbackServer):
             result = await handler(params, files)
         except _ApiError as err:
             return err.response()
+        call.result = result
         return web.json_response({"ok": True, "result": result})
 
     async def _download(self, request: web.Request) -> web.StreamResponse:
@@ -738,6 +742,8 @@ class FakeTelegram(LoopbackServer):
         - ``GET /_control/calls[?method=sendMessage]`` -> list of calls (file sizes only)
         - ``GET /_control/wait?method=sendMessage[&n=1&timeout=10]`` -> the next n calls,
           or 504 on timeout
+        - ``GET /_control/sent_file?method=sendVoice`` -> the bytes of the file uploaded by the
+          last call of ``method`` (e.g. the bot's voice reply), or 404
         """
         async def push_text(request: web.Request) -> web.Response:
             body = await request.json()
@@ -780,6 +786,14 @@ class FakeTelegram(LoopbackServer):
                 return web.json_response({"error": str(exc)}, status=504)
             return web.json_response([c.to_json() for c in found])
 
+        async def sent_file(request: web.Request) -> web.Response:
+            method = request.query.get("method", "sendVoice")
+            found = [c for c in self.calls if c.method == method and c.files]
+            if not found:
+                return web.json_response({"error": f"no {method} call with a file"}, status=404)
+            [data, *_] = found[-1].files.values()
+            return web.Response(body=data, content_type="application/octet-stream")
+
         return [
             web.post("/_control/push_text", push_text),
             web.post("/_control/push_voice", push_voice),
@@ -787,6 +801,7 @@ class FakeTelegram(LoopbackServer):
             web.post("/_control/fail_next", fail_next),
             web.get("/_control/calls", calls),
             web.get("/_control/wait", wait),
+            web.get("/_control/sent_file", sent_file),
         ]
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import aiosqlite
 
-from rag.types import LANGUAGES, Citation, Result, Status, Trace
+from rag.types import LANGUAGES, Citation, Result, Stage, Status, Trace
 
 from .migrations import apply_migrations
 
@@ -35,6 +35,8 @@ CHAT_LANGS: tuple[str, ...] = ("auto", *LANGUAGES)
 """Allowed ``ChatSettings.lang``: ``auto`` detects per question; a code forces that language."""
 MODES: tuple[str, ...] = ("extractive", "generative")
 """Allowed ``ChatSettings.mode``."""
+VOICE_MODES: tuple[str, ...] = ("auto", "on", "off")
+"""Allowed ``ChatSettings.voice``: spoken replies for voice-note questions only, always, never."""
 
 DEFAULT_BUSY_TIMEOUT_MS = 5000  # milliseconds a write waits for another process's lock
 
@@ -82,13 +84,15 @@ class StoredRefusal:
 
 @dataclass(frozen=True, slots=True)
 class ChatSettings:
-    """Per-chat choices. ``lang`` is one of ``CHAT_LANGS``, ``mode`` one of ``MODES``;
-    ``updated_at`` is None for a chat that never changed them (the defaults)."""
+    """Per-chat choices. ``lang`` is one of ``CHAT_LANGS``, ``mode`` one of ``MODES``,
+    ``voice`` one of ``VOICE_MODES``; ``updated_at`` is None for a chat that never changed them
+    (the defaults)."""
 
     chat_id: int
     lang: str = "auto"
     mode: str = "extractive"
     updated_at: datetime | None = None
+    voice: str = "auto"
 
 
 class Database:
@@ -222,6 +226,20 @@ class Database:
             if cursor.rowcount == 0:
                 raise LookupError(f"no decision with id {decision_id}")
 
+    async def add_stages(self, decision_id: int, stages: list[Stage]) -> None:
+        """Append ``stages`` to a recorded decision's trace (work done after the reply was
+        built, e.g. the spoken reply's ``text_to_speech``), so ``/why`` shows them; the
+        decision's ``total_ms`` stays the pipeline's. LookupError if no such id."""
+        async with self._transaction() as conn:
+            async with conn.execute("SELECT trace FROM decisions WHERE id = ?",
+                                    (decision_id,)) as cursor:
+                row = await cursor.fetchone()
+            if row is None:
+                raise LookupError(f"no decision with id {decision_id}")
+            trace = json.loads(row["trace"]) + [asdict(stage) for stage in stages]
+            await conn.execute("UPDATE decisions SET trace = ? WHERE id = ?",
+                               (_storable(json.dumps(trace, ensure_ascii=False)), decision_id))
+
     async def last_decision(self, chat_id: int) -> StoredDecision | None:
         """The chat's most recent decision (what ``/why`` explains), or None if it has none."""
         row = await self._fetchone(
@@ -249,32 +267,37 @@ class Database:
         if row is None:
             return ChatSettings(chat_id)
         return ChatSettings(
-            row["chat_id"], row["lang"], row["mode"], datetime.fromisoformat(row["updated_at"])
+            row["chat_id"], row["lang"], row["mode"], datetime.fromisoformat(row["updated_at"]),
+            row["voice"],
         )
 
     async def set_chat_settings(
-        self, chat_id: int, lang: str | None = None, mode: str | None = None
+        self, chat_id: int, lang: str | None = None, mode: str | None = None,
+        voice: str | None = None,
     ) -> ChatSettings:
-        """Change the chat's ``lang`` and/or ``mode`` (None keeps the current value).
+        """Change the chat's ``lang``, ``mode`` and/or ``voice`` (None keeps the current value).
 
-        Returns the settings now stored. Raises ValueError if ``lang`` is not in ``CHAT_LANGS``
-        or ``mode`` not in ``MODES``; nothing is written then.
+        Returns the settings now stored. Raises ValueError if ``lang`` is not in ``CHAT_LANGS``,
+        ``mode`` not in ``MODES`` or ``voice`` not in ``VOICE_MODES``; nothing is written then.
         """
         if lang is not None and lang not in CHAT_LANGS:
             raise ValueError(f"language {lang!r} is not one of {', '.join(CHAT_LANGS)}")
         if mode is not None and mode not in MODES:
             raise ValueError(f"mode {mode!r} is not one of {', '.join(MODES)}")
+        if voice is not None and voice not in VOICE_MODES:
+            raise ValueError(f"voice {voice!r} is not one of {', '.join(VOICE_MODES)}")
         async with self._transaction() as conn:
             await conn.execute(
                 """
-                INSERT INTO chat_settings (chat_id, lang, mode, updated_at)
-                VALUES (?, COALESCE(?, 'auto'), COALESCE(?, 'extractive'), ?)
+                INSERT INTO chat_settings (chat_id, lang, mode, voice, updated_at)
+                VALUES (?, COALESCE(?, 'auto'), COALESCE(?, 'extractive'), COALESCE(?, 'auto'), ?)
                 ON CONFLICT (chat_id) DO UPDATE SET
                     lang = COALESCE(?, lang),
                     mode = COALESCE(?, mode),
+                    voice = COALESCE(?, voice),
                     updated_at = excluded.updated_at
                 """,
-                (chat_id, lang, mode, _utc_now_iso(), lang, mode),
+                (chat_id, lang, mode, voice, _utc_now_iso(), lang, mode, voice),
             )
         return await self.get_chat_settings(chat_id)
 

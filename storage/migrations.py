@@ -125,3 +125,13 @@ async def m001_create_tables(conn: aiosqlite.Connection) -> None:
         )
         """
     )
+
+
+@migration
+async def m003_chat_voice(conn: aiosqlite.Connection) -> None:
+    """Per-chat spoken replies (``/voice``): ``auto`` speaks answers to voice notes only, ``on``
+    every answer, ``off`` none. Existing chats get ``auto``."""
+    await conn.execute(
+        "ALTER TABLE chat_settings ADD COLUMN voice TEXT NOT NULL DEFAULT 'auto' "
+        "CHECK (voice IN ('auto', 'on', 'off'))"
+    )

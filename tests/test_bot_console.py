@@ -47,12 +47,13 @@ async def test_console_answers_text_voice_why_and_lang(tmp_path, settings, pipel
             stored = await services.db.last_decision(CONSOLE_CHAT_ID)
         finally:
             await services.close()
-    assert len(out) == 5
+    assert len(out) == 6
     assert out[0].startswith("Console chat: settings of chat id 0 in ")
     assert "Sources" in out[1] and "&amp;" not in out[1]
     assert out[2].startswith("How I decided the last answer:")
     assert out[3].startswith(f"आपने कहा: {CUCUMBER_HI}") and "स्रोत" in out[3]
-    assert out[4] == "సమాధాన భాష తెలుగుగా మార్చబడింది."
+    assert out[4].startswith("(voice reply: ") and out[4].endswith(".ogg)")  # /voice auto
+    assert out[5] == "సమాధాన భాష తెలుగుగా మార్చబడింది."
     assert stored.source == "voice" and stored.transcript == CUCUMBER_HI
 
 
@@ -181,10 +182,12 @@ async def test_console_starts_by_saying_the_language_and_mode_and_where_they_are
     await chat(services, _lines([]), out.append)
     db_path = services.settings.bot.db_path
     assert out == [
-        f"Console chat: settings of chat id 0 in {db_path}, kept between sessions (/lang and "
-        "/mode change them; /help lists the commands, /quit leaves).\n"
+        f"Console chat: settings of chat id 0 in {db_path}, kept between sessions (/lang, "
+        "/mode and /voice change them; /help lists the commands, /quit leaves).\n"
         "Answer language: automatic (the language you ask in).\n"
-        "Answer mode: extractive (sentences quoted from the sources)."
+        "Answer mode: extractive (sentences quoted from the sources).\n"
+        "Spoken replies: automatic. Questions asked by voice note also get a voice note.\n"
+        "Without SARVAM_API_KEY, answers stay text only."
     ]
 
 
@@ -197,7 +200,7 @@ async def test_lang_and_mode_chosen_in_one_console_session_are_shown_when_the_ne
         await chat(later, _lines([]), out.append)
     finally:
         await later.close()
-    [_, lang, mode, no_key] = out[0].split("\n")
+    [_, lang, mode, no_key, _, _] = out[0].split("\n")
     assert lang == "जवाब की भाषा: हिंदी।"
     assert mode.startswith("जवाब का तरीका: रचित")
     assert no_key == "OPENROUTER_API_KEY के बिना जवाब उद्धरण ही रहेंगे (स्रोतों से सीधे लिए गए वाक्य)।"

@@ -193,7 +193,9 @@ async def test_chat_action_is_refreshed_while_the_answer_takes_long(tg, sarvam, 
     async with running(settings, pipeline):
         await tg.push_voice(CHAT, make_voice_note("xbox", "en"), duration_s=2)
         await replies(tg)
-    actions = [c for c in tg.calls if c.method == "sendChatAction"]
+        await tg.wait_for("sendVoice")  # the spoken reply (/voice auto) comes after the text
+    reply_at = next(c.at for c in tg.calls if c.method == "sendMessage")
+    actions = [c for c in tg.calls if c.method == "sendChatAction" and c.at < reply_at]
     assert len(actions) >= 4
     assert all(c.params["action"] == "typing" for c in actions)
     n_calls = len(tg.calls)
@@ -539,7 +541,7 @@ async def test_commands_are_published_in_four_languages(bot, tg):
     assert set(tg.commands) == {("default", ""), ("default", "hi"), ("default", "gu"),
                                 ("default", "te")}
     names = [c["command"] for c in tg.commands[("default", "te")]]
-    assert names == ["start", "help", "why", "lang", "mode"]
+    assert names == ["start", "help", "why", "lang", "mode", "voice"]
     assert tg.commands[("default", "hi")][2]["description"] == "पिछला जवाब कैसे तय हुआ"
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import aiosqlite
 import pytest
 
-from rag.types import Citation, Result, Status, Trace
+from rag.types import Citation, Result, Stage, Status, Trace
 from storage import ChatSettings, Database
 from storage.migrations import MIGRATIONS, apply_migrations
 
@@ -63,6 +63,7 @@ EXPECTED = {
         "lang": "TEXT",
         "mode": "TEXT",
         "updated_at": "TEXT",
+        "voice": "TEXT",
     },
 }
 
@@ -376,7 +377,8 @@ async def test_chat_settings_default_then_update_one_field_at_a_time(db):
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
-    [({"lang": "fr"}, "language 'fr'"), ({"mode": "creative"}, "mode 'creative'")],
+    [({"lang": "fr"}, "language 'fr'"), ({"mode": "creative"}, "mode 'creative'"),
+     ({"voice": "loud"}, "voice 'loud'")],
 )
 async def test_chat_settings_reject_unknown_values_and_keep_old_ones(db, kwargs, match):
     await db.set_chat_settings(11, lang="gu", mode="generative")
@@ -384,3 +386,38 @@ async def test_chat_settings_reject_unknown_values_and_keep_old_ones(db, kwargs,
         await db.set_chat_settings(11, **kwargs)
     stored = await db.get_chat_settings(11)
     assert (stored.lang, stored.mode) == ("gu", "generative")
+
+
+async def test_voice_setting_defaults_to_auto_and_changes_alone(db):
+    assert (await db.get_chat_settings(11)).voice == "auto"
+    await db.set_chat_settings(11, lang="hi")
+    after = await db.set_chat_settings(11, voice="off")
+    assert (after.lang, after.mode, after.voice) == ("hi", "extractive", "off")
+    assert (await db.set_chat_settings(11, mode="generative")).voice == "off"
+
+
+async def test_m003_gives_existing_chats_voice_auto(db_path):
+    older = [fn for fn in MIGRATIONS if fn.__name__ < "m003"]
+    db_path.parent.mkdir(parents=True)
+    async with aiosqlite.connect(db_path, isolation_level=None) as conn:
+        await apply_migrations(conn, older)
+        await conn.execute("INSERT INTO chat_settings (chat_id, lang, mode, updated_at) "
+                           "VALUES (5, 'te', 'generative', '2026-01-01T00:00:00+00:00')")
+    async with await Database.open(db_path) as db:
+        stored = await db.get_chat_settings(5)
+    assert (stored.lang, stored.mode, stored.voice) == ("te", "generative", "auto")
+    assert [fn.__name__ for fn in MIGRATIONS] == sorted(fn.__name__ for fn in MIGRATIONS)
+
+
+async def test_stages_added_after_the_reply_show_in_the_stored_trace(db):
+    decision_id = await db.record_decision(3, 1, 2, "voice", answered_result())
+    before = await db.last_decision(3)
+    await db.add_stages(decision_id, [Stage("text_to_speech", "failed", "timeout after 10 s",
+                                            10012.5)])
+    after = await db.last_decision(3)
+    assert after.result.trace.stages == [*before.result.trace.stages,
+                                         Stage("text_to_speech", "failed", "timeout after 10 s",
+                                               10012.5)]
+    assert after.total_ms == before.total_ms
+    with pytest.raises(LookupError):
+        await db.add_stages(decision_id + 1, [])
