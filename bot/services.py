@@ -33,8 +33,8 @@ class Services:
 
     ``pipeline_pool`` runs extractive questions off the event loop (``BOT_PIPELINE_THREADS``
     threads); ``clock`` returns monotonic seconds (the rate limiter's time source);
-    ``tts`` speaks replies and ``voice_cache`` keeps the voice notes it made
-    (``bot.voice_reply``).
+    ``tts`` speaks replies, ``voice_pool`` encodes them (``BOT_VOICE_THREADS`` threads) and
+    ``voice_cache`` keeps the voice notes made (``bot.voice_reply``).
     """
 
     settings: Settings
@@ -46,6 +46,8 @@ class Services:
     pipeline_pool: ThreadPoolExecutor
     tts: SarvamTTS | None = None
     voice_cache: VoiceCache = field(default_factory=lambda: VoiceCache(0))
+    voice_pool: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="voice"))
     clock: Callable[[], float] = time.monotonic
 
     @classmethod
@@ -73,6 +75,8 @@ class Services:
                                                  thread_name_prefix="pipeline"),
                 tts=SarvamTTS(settings.sarvam, settings.tts),
                 voice_cache=VoiceCache(int(settings.tts.cache_mb * 2**20)),
+                voice_pool=ThreadPoolExecutor(settings.bot.voice_threads,
+                                              thread_name_prefix="voice"),
             )
         except BaseException:
             await db.close()  # its worker thread would keep the process alive
@@ -85,6 +89,7 @@ class Services:
         """Close the HTTP clients, the pipeline threads and the database (pending writes are
         already committed)."""
         self.pipeline_pool.shutdown(wait=True)
+        self.voice_pool.shutdown(wait=True)
         await self.stt.aclose()
         if self.tts is not None:
             await self.tts.aclose()

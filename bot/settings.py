@@ -86,6 +86,9 @@ class BotSettings:
     # (scripts/bench_bot.py, 50 chats at once, 2 cores: 6 threads worst loop stall 69 ms,
     # 1-2 threads 33-44 ms, 41-50 answers/s either way).
     pipeline_threads: int = bounded(2, 1)
+    # Threads encoding spoken replies to OGG/Opus (one ffmpeg process each). On 2 cores one
+    # keeps ffmpeg from crowding out the event loop (scripts/bench_bot.py, 10 chats at once).
+    voice_threads: int = bounded(1, 1)
     # Build the index at start-up when it is missing (minutes on 2 cores) instead of exiting.
     build_index: bool = False
 

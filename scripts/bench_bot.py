@@ -267,8 +267,9 @@ async def run(args: argparse.Namespace) -> None:
                     await asyncio.to_thread(voice_round, driver, voice_chats[:1], [text])
                 voice_seq = set(driver.sent_at) - before
                 voice_seq_stall_ms = voice_meter.worst_ms
+                # questions not asked yet: a repeat within BOT_REPEAT_WINDOW_S gets a pointer
                 await asyncio.to_thread(voice_round, driver, voice_chats,
-                                        questions(len(voice_chats)))
+                                        questions(args.voice + len(voice_chats))[args.voice:])
                 voice_con = set(driver.sent_at) - before - voice_seq
                 await voice_meter.stop()
             voice_seq_ms = voice_added_ms(driver, settings.bot.db_path, voice_seq)
