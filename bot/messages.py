@@ -13,17 +13,19 @@ MESSAGES: dict[str, dict[str, str]] = {
     "help": {
         "en": "Hello! Ask me a question by voice or text in English, Hindi, Gujarati or Telugu. "
               "I answer only from my sources and say so when I cannot.\n"
-              "/lang – answer language, /mode – answer style, /why – how I decided the last "
-              "answer.",
+              "/lang – answer language, /mode – answer style, /voice – spoken answers, /why – how "
+              "I decided the last answer.",
         "hi": "नमस्ते! मुझसे अंग्रेज़ी, हिंदी, गुजराती या तेलुगु में बोलकर या लिखकर सवाल पूछें। "
               "मैं केवल अपने स्रोतों से जवाब देता हूँ, और जवाब न मिले तो साफ़ बता देता हूँ।\n"
-              "/lang – जवाब की भाषा, /mode – जवाब का तरीका, /why – पिछला जवाब कैसे तय हुआ।",
+              "/lang – जवाब की भाषा, /mode – जवाब का तरीका, /voice – बोलकर जवाब, "
+              "/why – पिछला जवाब कैसे तय हुआ।",
         "gu": "નમસ્તે! મને અંગ્રેજી, હિન્દી, ગુજરાતી કે તેલુગુમાં બોલીને અથવા લખીને પ્રશ્ન પૂછો. "
               "હું ફક્ત મારા સ્રોતોમાંથી જવાબ આપું છું, અને જવાબ ન મળે તો સ્પષ્ટ કહું છું.\n"
-              "/lang – જવાબની ભાષા, /mode – જવાબની રીત, /why – છેલ્લો જવાબ કેવી રીતે નક્કી થયો.",
+              "/lang – જવાબની ભાષા, /mode – જવાબની રીત, /voice – બોલીને જવાબ, "
+              "/why – છેલ્લો જવાબ કેવી રીતે નક્કી થયો.",
         "te": "నమస్తే! ఇంగ్లీష్, హిందీ, గుజరాతీ లేదా తెలుగులో మాట్లాడి లేదా రాసి ప్రశ్న అడగండి. "
               "నేను నా మూలాల నుండి మాత్రమే సమాధానం ఇస్తాను; దొరకకపోతే స్పష్టంగా చెబుతాను.\n"
-              "/lang – సమాధాన భాష, /mode – సమాధాన విధానం, "
+              "/lang – సమాధాన భాష, /mode – సమాధాన విధానం, /voice – మాటల సమాధానం, "
               "/why – చివరి సమాధానం ఎలా నిర్ణయించబడింది.",
     },
     # ---- refusals (render states the numbers, formatted to 3 decimals)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
 import json
 import logging
@@ -53,6 +54,8 @@ from bot.settings import Settings, TelegramSettings  # noqa: E402
 from rag.pipeline import Pipeline  # noqa: E402
 from rag.settings import SHARED_SAMPLE  # noqa: E402
 from rag.stt import SarvamSettings  # noqa: E402
+from rag.tts import join_wavs  # noqa: E402
+from standins.sarvam import synthesize_wav  # noqa: E402
 from standins.telegram import DEFAULT_TOKEN  # noqa: E402
 
 TICK_S = 0.002
@@ -206,6 +209,21 @@ def voice_added_ms(driver: Driver, db_path: Path, keys: set[tuple[int, int]],
     return out
 
 
+def tts_loop_work_ms(seconds: float = 12.0, n: int = 30) -> float:
+    """Median ms of what a spoken reply does on the event loop itself for ``seconds`` of 24 kHz
+    audio: parse Sarvam's JSON, decode the base64 WAV, check and join it (the rest, encoding,
+    runs in ``Services.voice_pool``)."""
+    wav = synthesize_wav("x" * int(seconds * 1000 / 60), "en-IN", 24000, voice="tone")
+    body = json.dumps({"request_id": "r", "audios": [base64.b64encode(wav).decode()]})
+    times_ms = []
+    for _ in range(n):
+        start = time.perf_counter()
+        audio = base64.b64decode(json.loads(body)["audios"][0], validate=True)
+        join_wavs([audio])
+        times_ms.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times_ms)
+
+
 def report_voice(name: str, measured: dict[str, list[float]]) -> None:
     added = measured["added"]
     if not added:
@@ -219,6 +237,10 @@ def report_voice(name: str, measured: dict[str, list[float]]) -> None:
 
 
 async def run(args: argparse.Namespace) -> None:
+    if args.slow_callback_ms:  # asyncio debug mode logs each callback that runs longer
+        loop = asyncio.get_running_loop()
+        loop.set_debug(True)
+        loop.slow_callback_duration = args.slow_callback_ms / 1000
     base = Settings.from_env()
     print(f"loading pipeline: encoder={base.rag.encoder} index={base.rag.index_dir}", flush=True)
     pipeline = await asyncio.to_thread(Pipeline.from_settings, base.rag)
@@ -233,15 +255,19 @@ async def run(args: argparse.Namespace) -> None:
         )
         driver = Driver(url)
         meter = StallMeter()
+        # read the questions before any meter runs: parsing the queries file on the event loop
+        # is the benchmark's own work (a 100-700 ms step on a loaded machine), not the bot's
+        sequential_texts = questions(args.sequential)
+        texts = questions(args.chats * args.rounds)
+        voice_texts = questions(args.voice + max(1, args.voice_chats))
         async with polling(build_application(settings, pipeline), settings):
             meter.start()
-            for text in questions(args.sequential):
+            for text in sequential_texts:
                 await asyncio.to_thread(driver.ask_round, [1], [text])
             sequential = set(driver.sent_at)
             seq_stall_ms = meter.worst_ms
 
             chats = list(range(1000, 1000 + args.chats))
-            texts = questions(args.chats * args.rounds)
             start = time.perf_counter()
             for r in range(args.rounds):
                 await asyncio.to_thread(driver.ask_round, chats,
@@ -263,13 +289,13 @@ async def run(args: argparse.Namespace) -> None:
                                         ["/voice on"] * len(voice_chats))
                 before = set(driver.sent_at)
                 voice_meter.start()
-                for text in questions(args.voice):
+                for text in voice_texts[:args.voice]:
                     await asyncio.to_thread(voice_round, driver, voice_chats[:1], [text])
                 voice_seq = set(driver.sent_at) - before
                 voice_seq_stall_ms = voice_meter.worst_ms
                 # questions not asked yet: a repeat within BOT_REPEAT_WINDOW_S gets a pointer
                 await asyncio.to_thread(voice_round, driver, voice_chats,
-                                        questions(args.voice + len(voice_chats))[args.voice:])
+                                        voice_texts[args.voice:])
                 voice_con = set(driver.sent_at) - before - voice_seq
                 await voice_meter.stop()
             voice_seq_ms = voice_added_ms(driver, settings.bot.db_path, voice_seq)
@@ -286,6 +312,8 @@ async def run(args: argparse.Namespace) -> None:
           f"{pct(meter.lateness_ms, 99):.1f} ms, {sum(x > 50 for x in meter.lateness_ms)} of "
           f"{len(meter.lateness_ms)} ticks of {TICK_S * 1000:.0f} ms late by > 50 ms")
     report_voice("phase 3, spoken replies, one chat sequential", voice_seq_ms)
+    print(f"phase 3 work on the event loop per 12 s reply (JSON, base64, WAV join): median "
+          f"{tts_loop_work_ms():.1f} ms")
     report_voice(f"phase 3, spoken replies, {len(voice_chats)} chats at once", voice_con_ms)
     print(f"phase 3 event loop: worst stall {voice_meter.worst_ms:.1f} ms "
           f"({voice_seq_stall_ms:.1f} ms one chat), P99 lateness "
@@ -305,6 +333,9 @@ def main() -> None:
                         help="spoken replies in phase 3, one chat")
     parser.add_argument("--voice-chats", type=int, default=10,
                         help="chats asking at once with spoken replies in phase 3")
+    parser.add_argument("--slow-callback-ms", type=float, default=0,
+                        help="log every event-loop callback longer than this (asyncio debug "
+                             "mode: slower; names what stalls the loop); 0 = off")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     asyncio.run(run(args))

@@ -19,6 +19,8 @@ def test_dev_bot_demo_answers_a_hindi_voice_note_with_citation_and_why(sample_in
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "hi-59804-7" in proc.stdout
     assert "relevance_guard" in proc.stdout and "floor 0.850 (hi)" in proc.stdout
+    assert "--- voice reply" in proc.stdout and ": ogg/opus, " in proc.stdout  # spoken answer
+    assert "text_to_speech — ok: hi-IN shubh bulbul:v3" in proc.stdout
 
 
 def test_unanswerable_probe_prints_each_signal_and_a_ceiling_per_language(sample_index_dir):
