@@ -189,11 +189,19 @@ async def test_voice_off_answers_a_voice_note_in_text_only(bot, tg, sarvam, bot_
     assert "text_to_speech" not in await why(tg)
 
 
-async def test_tts_500_leaves_the_text_answer_one_log_line_and_a_failed_stage(
-        bot, tg, sarvam, bot_settings, caplog):
+@pytest.mark.parametrize(("script", "statuses", "stage"), [
+    ([Reply.error(500), Reply.error(500)], [500, 500],
+     r"text_to_speech — failed: server_error: HTTP 500 .*2 attempt\(s\) \(\d+\.\d ms\)"),
+    ([Reply.error(429, "quota exceeded", retry_after=3600)], [429],
+     r"text_to_speech — failed: rate_limited: HTTP 429 .*quota exceeded.*Retry-After 3600 s"),
+    ([Reply(body={"request_id": "r", "audios": ["bm90IGEgd2F2"]})], [200],
+     r"text_to_speech — failed: malformed: audio of 9 bytes is not a PCM WAV"),
+], ids=["down", "over-quota", "bad-audio"])
+async def test_tts_failure_leaves_the_text_answer_one_log_line_and_a_failed_stage(
+        bot, tg, sarvam, bot_settings, caplog, script, statuses, stage):
     caplog.set_level(logging.INFO)
     sarvam.enqueue(Reply(transcript=CUCUMBER_HI, language_code="hi-IN"))
-    sarvam.enqueue_tts(Reply.error(500), Reply.error(500))
+    sarvam.enqueue_tts(*script)
     await tg.push_voice(CHAT, make_voice_note(CUCUMBER_HI, "hi"), duration_s=3)
 
     [answer] = await texts(tg)
@@ -201,12 +209,26 @@ async def test_tts_500_leaves_the_text_answer_one_log_line_and_a_failed_stage(
 
     assert "स्रोत" in answer
     assert "sendVoice" not in tg.methods()
-    assert [c.status for c in sarvam.tts_calls] == [500, 500]
-    assert re.search(r"text_to_speech — failed: server_error: HTTP 500 .*2 attempt\(s\) "
-                     r"\(\d+\.\d ms\)", explained), explained
+    assert [c.status for c in sarvam.tts_calls] == statuses
+    assert re.search(stage, explained), explained
     failures = [r for r in caplog.records if r.name == "bot.voice_reply"]
     assert len(failures) == 1 and failures[0].levelno == logging.WARNING
     assert "status=failed" in failures[0].getMessage()
+
+
+async def test_voice_note_refused_by_telegram_is_logged_and_traced(bot, tg, sarvam,
+                                                                  bot_settings, caplog):
+    caplog.set_level(logging.INFO)
+    tg.fail_next("sendVoice", 400, "Bad Request: VOICE_MESSAGES_FORBIDDEN")
+    sarvam.enqueue(Reply(transcript=XBOX, language_code="en-IN"))
+    await tg.push_voice(CHAT, make_voice_note("xbox", "en"), duration_s=2)
+    [answer] = await texts(tg)
+    explained = await why(tg, bot_settings.bot.db_path, "send_voice")
+    assert "Sources" in answer
+    assert re.search(r"send_voice — failed: BadRequest: voice_messages_forbidden", explained,
+                     re.IGNORECASE), explained
+    [line] = [r.getMessage() for r in caplog.records if r.name == "bot.voice_reply"]
+    assert "status=failed" in line and "stage=send_voice" in line
 
 
 async def test_slow_tts_times_out_and_the_text_stands(tg, sarvam, bot_settings, pipeline):
