@@ -24,7 +24,7 @@ from bot.render import refusal_text
 from bot.services import Asker, Reply, Services, Speech
 from bot.voice_cache import VoiceAudio
 from rag.errors import ServiceError
-from rag.tts import tts_language_code
+from rag.tts import LANGUAGE_CODES, tts_language_code
 from rag.types import Result, Stage, Status
 
 with warnings.catch_warnings():
@@ -60,7 +60,7 @@ def speech_for(result: Result, lang: str, voice_mode: str, *,
     ``auto`` only when the question was a voice note (``is_voice_question``). An answer is
     spoken as its text alone (citation marks removed) in the answer's language; a refusal as
     the sentence the text reply shows, with its score and floor, in ``lang`` (the reply's
-    language). Errors are not spoken.
+    language). Errors, and languages Bulbul is not asked to speak here, are not spoken.
     """
     if voice_mode == "off" or (voice_mode == "auto" and not is_voice_question):
         return None
@@ -71,7 +71,7 @@ def speech_for(result: Result, lang: str, voice_mode: str, *,
         text = refusal_text(result, lang)
     else:
         return None
-    return Speech(text, lang) if text else None
+    return Speech(text, lang) if text and lang in LANGUAGE_CODES else None
 
 
 def encode_voice_note(wav: bytes) -> VoiceAudio:

@@ -66,8 +66,9 @@ def test_voice_setting_decides_when_to_speak(mode, is_voice, expected):
     assert (speech is not None) == expected
 
 
-def test_errors_are_not_spoken():
+def test_errors_and_languages_not_spoken_here_get_no_voice_note():
     assert speech_for(Result(Status.ERROR, "q", "en"), "en", "on", is_voice_question=True) is None
+    assert speech_for(answered("பதில்.", "ta"), "ta", "on", is_voice_question=True) is None
 
 
 @needs_tools
