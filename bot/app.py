@@ -35,6 +35,7 @@ from telegram.ext import (
 
 from bot import handlers
 from bot.handlers import BotContext
+from bot.inbox import DurableUpdateQueue, InboxApplication, InboxRateLimiter, UpdateInbox
 from bot.messages import t
 from bot.services import Services
 from bot.settings import Settings, TelegramSettings
@@ -42,6 +43,7 @@ from bot.startup import StartupError, check_startup, connect_bot_api
 from rag.errors import RagError
 from rag.pipeline import Pipeline
 from rag.types import LANGUAGES
+from storage.inbox import Inbox
 
 log = logging.getLogger(__name__)
 
@@ -51,13 +53,14 @@ COMMANDS = ("start", "help", "why", "lang", "mode", "voice")
 
 
 def overall_rate_limiter(tg: TelegramSettings) -> AIORateLimiter:
-    """PTB's rate limiter at ``tg.overall_max_rate`` messages per second (0: no cap). A rate
+    """PTB's rate limiter at ``tg.overall_max_rate`` messages per second (0: no cap), marking
+    replies ``sending`` in the inbox as they go out (``bot.inbox.InboxRateLimiter``). A rate
     below 1/s is one message per 1/rate seconds: aiolimiter cannot hold under one message."""
     rate = tg.overall_max_rate
     if 0 < rate < 1:
-        return AIORateLimiter(overall_max_rate=1, overall_time_period=1 / rate,
-                              max_retries=tg.max_retries)
-    return AIORateLimiter(overall_max_rate=rate, max_retries=tg.max_retries)
+        return InboxRateLimiter(overall_max_rate=1, overall_time_period=1 / rate,
+                                max_retries=tg.max_retries)
+    return InboxRateLimiter(overall_max_rate=rate, max_retries=tg.max_retries)
 
 
 def build_application(settings: Settings, pipeline: Pipeline | None = None) -> Application:
@@ -71,6 +74,8 @@ def build_application(settings: Settings, pipeline: Pipeline | None = None) -> A
         .token(tg.token)
         .base_url(tg.api_base)
         .base_file_url(tg.file_base)
+        .application_class(InboxApplication)
+        .update_queue(DurableUpdateQueue())  # commits each update before Telegram forgets it
         .context_types(ContextTypes(context=BotContext))
         .defaults(Defaults(parse_mode=ParseMode.HTML))
         .concurrent_updates(True)
@@ -106,8 +111,16 @@ def add_handlers(app: Application, settings: Settings) -> None:
 
 async def open_services(app: Application, *, settings: Settings,
                         pipeline: Pipeline | None) -> None:
-    """post_init: load the pipeline, open the database and clients, publish the commands."""
-    app.bot_data["services"] = await Services.open(settings, pipeline)
+    """post_init: load the pipeline, open the database and clients, attach the durable inbox
+    and queue again what a crash left pending, publish the commands."""
+    services = await Services.open(settings, pipeline)
+    app.bot_data["services"] = services
+    inbox = UpdateInbox(Inbox(services.db), settings.bot.inbox_max_age_s)
+    app.bot_data["inbox"] = inbox
+    if isinstance(app.update_queue, DurableUpdateQueue):
+        app.update_queue.inbox = inbox
+    n_replayed = await inbox.replay(app.bot, app.update_queue)
+    log.info("inbox_open n_replayed=%d max_age_s=%.0f", n_replayed, inbox.max_age_s)
     await set_commands(app)
 
 

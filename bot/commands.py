@@ -17,6 +17,7 @@ from bot.questions import rate_limited_reply
 from bot.render import render_trace
 from bot.services import Asker, Reply, Services, ui_language
 from storage.db import CHAT_LANGS, MODES, VOICE_MODES
+from storage.inbox import decision_of_sent
 
 log = logging.getLogger(__name__)
 
@@ -38,14 +39,22 @@ async def notice_reply(services: Services, asker: Asker, key: str, **args: objec
     return limited if limited is not None else Reply([escape(t(key, ui, **args))])
 
 
-async def why_reply(services: Services, asker: Asker) -> Reply:
-    """The full decision chain of the chat's last question (from the database, so it survives
-    restarts): each stage's decision, detail and milliseconds, in that question's language."""
+async def why_reply(services: Services, asker: Asker, replied_to: int | None = None) -> Reply:
+    """The full decision chain of the chat's last question, or of the answer the bot sent as
+    message ``replied_to`` ("why?" as a reply to it), from the database, so it survives
+    restarts: each stage's decision, detail and milliseconds, in that question's language."""
     chat = await services.db.get_chat_settings(asker.chat_id)
     limited = rate_limited_reply(services, asker, ui_language(chat.lang, asker))
     if limited is not None:
         return limited
-    stored = await services.db.last_decision(asker.chat_id)
+    if replied_to is not None:
+        stored = await decision_of_sent(services.db, asker.chat_id, replied_to)
+        log.info("why_reply chat_id=%d replied_to=%d decision_id=%s", asker.chat_id, replied_to,
+                 stored.id if stored else None)
+        if stored is None:
+            return Reply([escape(t("why_not_an_answer", ui_language(chat.lang, asker)))])
+    else:
+        stored = await services.db.last_decision(asker.chat_id)
     if stored is None:
         return Reply([escape(t("why_empty", ui_language(chat.lang, asker)))])
     result = stored.result

@@ -27,10 +27,13 @@ from bot.commands import (
     voice_command_reply,
     why_reply,
 )
+from bot.followups import reply_kind
+from bot.inbox import UpdateInbox, replying_to
 from bot.incoming import (
     asker_of,
     command_argument,
     is_for_bot,
+    is_reply_to_bot,
     message_kind,
     question_text,
     unknown_command,
@@ -40,6 +43,7 @@ from bot.questions import VoiceDownloadError, answer_text, answer_voice
 from bot.services import Asker, Reply, Services, VoiceNote
 from bot.voice_reply import make_voice, record_voice
 from rag.types import Stage
+from storage.inbox import record_sent
 
 log = logging.getLogger(__name__)
 
@@ -47,9 +51,26 @@ log = logging.getLogger(__name__)
 class BotContext(CallbackContext[ExtBot, dict, dict, dict]):
     """PTB's context with typed access to the :class:`Services` opened in ``post_init``."""
 
+    @classmethod
+    def from_update(cls, update: object, application) -> BotContext:
+        """PTB's per-update context, remembering which update it serves (for the inbox)."""
+        context = super().from_update(update, application)
+        context._update_id = update.update_id if isinstance(update, Update) else None
+        return context
+
     @property
     def services(self) -> Services:
         return self.bot_data["services"]
+
+    @property
+    def inbox(self) -> UpdateInbox | None:
+        """The durable inbox (None in tests that build the Application without it)."""
+        return self.bot_data.get("inbox")
+
+    @property
+    def update_id(self) -> int | None:
+        """The id of the update being handled; None for an error without one."""
+        return getattr(self, "_update_id", None)
 
 
 # ------------------------------------------------------------------------------- questions
@@ -62,8 +83,14 @@ async def on_text(update: Update, context: BotContext) -> None:
     if text is None:
         return
     asker = asker_of(message)
-    async with typing_unless_limited(context, asker):
-        reply = await answer_text(context.services, asker, text)
+    kind = reply_kind(text) if is_reply_to_bot(message, context.bot.id) else None
+    if kind == "why":  # "why?" as a reply to an answer: how that answer was decided
+        reply = await why_reply(context.services, asker, message.reply_to_message.message_id)
+    elif kind == "follow_up":  # "tell me more": no context to continue from
+        reply = await notice_reply(context.services, asker, "full_question")
+    else:
+        async with typing_unless_limited(context, asker):
+            reply = await answer_text(context.services, asker, text)
     await send(context, asker, reply)
     await speak(context, asker, reply)
 
@@ -252,13 +279,23 @@ async def send(context: BotContext, asker: Asker, reply: Reply) -> list[Message]
     start = time.perf_counter()
     quote = (ReplyParameters(asker.message_id, allow_sending_without_reply=True)
              if asker.message_id is not None else None)
+    inbox, update_id = context.inbox, context.update_id
+    if inbox is not None and update_id is not None:
+        inbox.note(update_id, f"replied decision_id={reply.decision_id} "
+                              f"n_messages={len(reply.messages)}" if reply.messages
+                   else f"dropped decision_id={reply.decision_id}")
     sent = []
-    for html in reply.messages:
-        sent.append(await context.bot.send_message(asker.chat_id, html, reply_parameters=quote))
-        quote = None
+    with replying_to(inbox, update_id):  # marked "sending" just before the first goes out
+        for html in reply.messages:
+            sent.append(await context.bot.send_message(asker.chat_id, html,
+                                                       reply_parameters=quote))
+            quote = None
     reply_ms = (time.perf_counter() - start) * 1000
     if reply.decision_id is not None:
         await context.services.db.set_reply_ms(reply.decision_id, reply_ms)
+        if sent:  # so "why?" as a reply to one of them finds this decision
+            await record_sent(context.services.db, asker.chat_id,
+                              [m.message_id for m in sent], reply.decision_id)
     log.info("reply chat_id=%d decision_id=%s n_messages=%d reply_ms=%.1f", asker.chat_id,
              reply.decision_id, len(sent), reply_ms)
     return sent

@@ -145,6 +145,14 @@ MESSAGES: dict[str, dict[str, str]] = {
         "gu": "આ વૉઇસ નોટમાં મને કોઈ બોલાયેલું સંભળાયું નહીં.",
         "te": "ఈ వాయిస్ నోట్‌లో నాకు మాటలు ఏవీ వినిపించలేదు.",
     },
+    "no_question_heard": {
+        "en": "I could not hear a question in this voice note. Please hold the phone closer and "
+              "ask again.",
+        "hi": "इस वॉइस नोट में मुझे कोई सवाल सुनाई नहीं दिया। कृपया फ़ोन पास रखकर दोबारा पूछें।",
+        "gu": "આ વૉઇસ નોટમાં મને કોઈ પ્રશ્ન સંભળાયો નહીં. કૃપા કરીને ફોન નજીક રાખીને ફરી પૂછો.",
+        "te": "ఈ వాయిస్ నోట్‌లో నాకు ప్రశ్న ఏదీ వినిపించలేదు. దయచేసి ఫోన్ దగ్గరగా పట్టుకుని మళ్లీ "
+              "అడగండి.",
+    },
     "stt_down": {
         "en": "The speech service is not available right now. Please try again later or type "
               "your question.",
@@ -170,6 +178,16 @@ MESSAGES: dict[str, dict[str, str]] = {
         "hi": "बहुत सारे संदेश: कृपया {seconds} सेकंड रुकें।",
         "gu": "ઘણા બધા સંદેશા: કૃપા કરીને {seconds} સેકંડ રાહ જુઓ.",
         "te": "చాలా సందేశాలు వచ్చాయి: దయచేసి {seconds} సెకన్లు ఆగండి.",
+    },
+    "stale_question": {
+        "en": "Sorry, this question reached me too late to answer (I was restarting). "
+              "Please ask it again.",
+        "hi": "माफ़ कीजिए, यह सवाल मुझ तक बहुत देर से पहुँचा (मैं फिर से शुरू हो रहा था)। "
+              "कृपया इसे दोबारा पूछें।",
+        "gu": "માફ કરશો, આ પ્રશ્ન મારા સુધી બહુ મોડો પહોંચ્યો (હું ફરી શરૂ થઈ રહ્યો હતો). "
+              "કૃપા કરીને ફરીથી પૂછો.",
+        "te": "క్షమించండి, ఈ ప్రశ్న నాకు చాలా ఆలస్యంగా చేరింది (నేను మళ్లీ ప్రారంభమవుతున్నాను). "
+              "దయచేసి మళ్లీ అడగండి.",
     },
     "error": {
         "en": "Something went wrong on my side. Please try again.",
@@ -396,6 +414,31 @@ MESSAGES: dict[str, dict[str, str]] = {
         "te": "ప్రశ్న: {query}",
     },
     "why_total": {"en": "Total", "hi": "कुल", "gu": "કુલ", "te": "మొత్తం"},
+    "why_not_an_answer": {
+        "en": "That message was not an answer, so there is no decision to show. Send /why for "
+              "the last one.",
+        "hi": "वह संदेश कोई जवाब नहीं था, इसलिए दिखाने को कोई निर्णय नहीं है। पिछले जवाब के लिए "
+              "/why भेजें।",
+        "gu": "તે સંદેશ જવાબ ન હતો, તેથી બતાવવા માટે કોઈ નિર્ણય નથી. છેલ્લા જવાબ માટે /why મોકલો.",
+        "te": "ఆ సందేశం సమాధానం కాదు, కాబట్టి చూపించడానికి నిర్ణయం లేదు. చివరి దాని కోసం /why "
+              "పంపండి.",
+    },
+    "repeat_question": {
+        "en": "You asked this a moment ago: my answer is above.",
+        "hi": "आपने यह अभी-अभी पूछा था: मेरा जवाब ऊपर है।",
+        "gu": "તમે આ હમણાં જ પૂછ્યું હતું: મારો જવાબ ઉપર છે.",
+        "te": "మీరు ఇది ఇప్పుడే అడిగారు: నా సమాధానం పైన ఉంది.",
+    },
+    "full_question": {
+        "en": "Please ask me a full question, for example \"What is the capital of Gujarat?\" "
+              "I answer each question on its own and do not continue earlier answers.",
+        "hi": "कृपया पूरा सवाल पूछें, जैसे \"गुजरात की राजधानी क्या है?\" मैं हर सवाल का "
+              "अलग से जवाब देता हूँ, पिछले जवाब को आगे नहीं बढ़ाता।",
+        "gu": "કૃપા કરીને આખો પ્રશ્ન પૂછો, જેમ કે \"ગુજરાતની રાજધાની કઈ છે?\" હું દરેક પ્રશ્નનો "
+              "અલગથી જવાબ આપું છું, અગાઉના જવાબને આગળ વધારતો નથી.",
+        "te": "దయచేసి పూర్తి ప్రశ్న అడగండి, ఉదాహరణకు \"గుజరాత్ రాజధాని ఏది?\" నేను ప్రతి ప్రశ్నకు "
+              "విడిగా సమాధానం ఇస్తాను, ముందు సమాధానాన్ని కొనసాగించను.",
+    },
     "why_empty": {
         "en": "Nothing to explain yet: ask a question first.",
         "hi": "अभी बताने को कुछ नहीं है: पहले कोई सवाल पूछें।",

@@ -23,13 +23,17 @@ from bot.audio import (
 )
 from bot.messages import t
 from bot.render import render_result
+from bot.repeats import Repeat
 from bot.services import Asker, Reply, Services, VoiceNote, script_language, ui_language
+from bot.speech import is_filler_only, measure_speech
 from bot.voice_reply import speech_for
 from rag.errors import ServiceError
 from rag.generative import ask_generative
 from rag.stt import Transcript
+from rag.text import clean_query
 from rag.types import Result, Status, Trace
-from storage.db import ChatSettings
+from storage.db import ChatSettings, StoredDecision
+from storage.inbox import decision_of_message
 
 log = logging.getLogger(__name__)
 
@@ -43,10 +47,19 @@ async def answer_text(services: Services, asker: Asker, text: str) -> Reply:
     """
     chat = await services.db.get_chat_settings(asker.chat_id)
     ui = ui_language(chat.lang, asker, script_language(text))
+    stored = await _stored_answer(services, asker, text)
+    if stored is not None:  # replayed after a crash between recording and replying
+        return Reply(render_result(stored.result, _reply_lang(stored.result, chat, asker)),
+                     stored.id)
+    repeat = services.repeats.check(asker.chat_id, asker.message_id, text, services.clock())
+    if repeat is not None:
+        return _repeat_reply(asker, repeat, ui)
     limited = rate_limited_reply(services, asker, ui)
     if limited is not None:
         return limited
     result = await _ask(services, text, chat, hint_lang=None)
+    if result.status == Status.ERROR:
+        services.repeats.forget(asker.chat_id, text)  # a retry of a failure deserves an answer
     decision_id = await _record(services, asker, "text", result)
     lang = _reply_lang(result, chat, asker)
     return Reply(render_result(result, lang), decision_id,
@@ -144,6 +157,12 @@ async def _transcribe(services: Services, voice: VoiceNote, chat: ChatSettings,
         raise _VoiceRefused("audio_unreadable", str(exc)) from exc
     if duration_s > max_s:
         raise _VoiceRefused("voice_too_long", f"{duration_s:.1f} s over {max_s} s", max_s=max_s)
+    with trace.timed("speech_gate") as stage:  # bot.speech: no Sarvam call for silence or noise
+        speech = await asyncio.to_thread(measure_speech, wav)
+        stage.decision = "passed" if speech.has_question else "refused"
+        stage.detail = speech.describe()
+    if not speech.has_question:
+        raise _VoiceRefused("no_question_heard", speech.describe())
     with trace.timed("split") as stage:
         chunks = await asyncio.to_thread(split_wav, wav)
         stage.decision = f"{len(chunks)} chunk(s)"
@@ -158,6 +177,9 @@ async def _transcribe(services: Services, voice: VoiceNote, chat: ChatSettings,
         raise _VoiceRefused(key, str(exc), status=Status.ERROR) from exc
     if not heard.text:
         raise _VoiceRefused("no_speech", "empty transcript", heard=heard)
+    if speech.is_mostly_silent and is_filler_only(heard.text):
+        raise _VoiceRefused("no_question_heard", f"filler-only transcript of a mostly silent "
+                            f"note: {speech.describe()}", heard=heard)
     return heard
 
 
@@ -201,6 +223,29 @@ async def _ask(services: Services, query: str, chat: ChatSettings,
     loop = asyncio.get_running_loop()
     return await loop.run_in_executor(services.pipeline_pool, services.pipeline.ask, query, lang,
                                       hint_lang)
+
+
+async def _stored_answer(services: Services, asker: Asker, text: str) -> StoredDecision | None:
+    """The decision already recorded for this very message (same chat, message id and text),
+    so a question replayed from the inbox is answered from it, not decided a second time."""
+    if asker.message_id is None:
+        return None
+    stored = await decision_of_message(services.db, asker.chat_id, asker.message_id)
+    if stored is None or stored.source != "text" or stored.result.query != clean_query(text):
+        return None
+    log.info("decision_reused id=%d chat_id=%d message_id=%d", stored.id, asker.chat_id,
+             asker.message_id)
+    return stored
+
+
+def _repeat_reply(asker: Asker, repeat: Repeat, ui: str) -> Reply:
+    """The same question again within ``BOT_REPEAT_WINDOW_S``: a one-line pointer the first
+    time, nothing after; logged either way. Not counted against the rate limit."""
+    is_pointer = repeat.n_repeat == 1
+    log.info("repeat chat_id=%d message_id=%s first_message_id=%s age_s=%.1f n_repeat=%d "
+             "reply=%s", asker.chat_id, asker.message_id, repeat.first_message_id, repeat.age_s,
+             repeat.n_repeat, "pointer" if is_pointer else "dropped")
+    return Reply([escape(t("repeat_question", ui))] if is_pointer else [])
 
 
 def rate_limited_reply(services: Services, asker: Asker, ui: str) -> Reply | None:

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from bot.ratelimit import RateLimiter
+from bot.repeats import RepeatFilter
 from bot.settings import Settings
 from bot.voice_cache import VoiceCache
 from rag.generative import OpenRouterClient
@@ -48,6 +49,7 @@ class Services:
     voice_cache: VoiceCache = field(default_factory=lambda: VoiceCache(0))
     voice_pool: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="voice"))
+    repeats: RepeatFilter = field(default_factory=RepeatFilter)
     clock: Callable[[], float] = time.monotonic
 
     @classmethod
@@ -73,6 +75,7 @@ class Services:
                 limiter=RateLimiter(settings.bot.rate_limit_n, settings.bot.rate_limit_window_s),
                 pipeline_pool=ThreadPoolExecutor(settings.bot.pipeline_threads,
                                                  thread_name_prefix="pipeline"),
+                repeats=RepeatFilter(settings.bot.repeat_window_s),
                 tts=SarvamTTS(settings.sarvam, settings.tts),
                 voice_cache=VoiceCache(int(settings.tts.cache_mb * 2**20)),
                 voice_pool=ThreadPoolExecutor(settings.bot.voice_threads,

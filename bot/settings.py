@@ -91,6 +91,15 @@ class BotSettings:
     voice_threads: int = bounded(1, 1)
     # Build the index at start-up when it is missing (minutes on 2 cores) instead of exiting.
     build_index: bool = False
+    # Seconds after which a question still unanswered (left pending by a crash, or delivered
+    # late by Telegram after an outage) gets a short apology instead of an answer: 10 minutes,
+    # longer than any restart, short enough that a late answer would still surprise nobody.
+    inbox_max_age_s: float = bounded(600.0, 1.0)
+    # Seconds within which the same question from the same chat is answered once (a double tap,
+    # a resend on a flaky connection); the first repeat gets a one-line pointer, later ones
+    # nothing. 30 s: long enough for the slowest voice answer, short enough that asking again
+    # later (the answer was missed) gets a fresh answer. 0 turns it off.
+    repeat_window_s: float = bounded(30.0, 0.0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -128,6 +128,52 @@ async def m001_create_tables(conn: aiosqlite.Connection) -> None:
 
 
 @migration
+async def m002_inbox(conn: aiosqlite.Connection) -> None:
+    """The durable inbox: every incoming Telegram update, committed before it is acknowledged;
+    and ``sent_messages``, the decision behind each message the bot sent.
+
+    ``status`` is ``pending`` (stored, not yet handled), ``sending`` (a reply is on its way to
+    Telegram) or ``done`` (handled; ``outcome`` says how, e.g. ``replied decision_id=12``).
+    ``version`` is 0 for a new message and the edit date (Unix seconds) for an edited one, so
+    (``chat_id``, ``message_id``, ``version``) names one question: a redelivered or replayed
+    update with the same key is never answered twice. ``payload`` is the update's JSON as
+    Telegram sent it; ``received_at``/``done_at`` are UTC ISO 8601 strings.
+    """
+    await conn.execute(
+        """
+        CREATE TABLE inbox (
+            update_id INTEGER PRIMARY KEY,
+            chat_id INTEGER,
+            message_id INTEGER,
+            version INTEGER NOT NULL DEFAULT 0,
+            payload TEXT NOT NULL,
+            received_at TEXT NOT NULL,
+            status TEXT NOT NULL DEFAULT 'pending'
+                CHECK (status IN ('pending', 'sending', 'done')),
+            outcome TEXT,
+            done_at TEXT,
+            UNIQUE (chat_id, message_id, version)
+        )
+        """
+    )
+    await conn.execute("CREATE INDEX inbox_status ON inbox (status, update_id)")
+    # a replayed question finds the decision already recorded for its message
+    await conn.execute("CREATE INDEX decisions_message ON decisions (chat_id, message_id)")
+    # The bot's own messages and the decision each one carried, so a reply to an answer ("why?")
+    # finds that answer's decision, also after a restart.
+    await conn.execute(
+        """
+        CREATE TABLE sent_messages (
+            chat_id INTEGER NOT NULL,
+            message_id INTEGER NOT NULL,
+            decision_id INTEGER NOT NULL REFERENCES decisions (id) ON DELETE CASCADE,
+            PRIMARY KEY (chat_id, message_id)
+        )
+        """
+    )
+
+
+@migration
 async def m003_chat_voice(conn: aiosqlite.Connection) -> None:
     """Per-chat spoken replies (``/voice``): ``auto`` speaks answers to voice notes only, ``on``
     every answer, ``off`` none. Existing chats get ``auto``."""

@@ -16,7 +16,7 @@ from bot.settings import BotSettings, Settings, TelegramSettings
 from rag.generative import OpenRouterSettings
 from rag.stt import SarvamSettings
 from standins.sarvam import Reply, SarvamStandin
-from tests.voice_notes import make_voice_note, sine_ogg, tools_available
+from tests.voice_notes import make_long_voice_note, make_voice_note, tools_available
 
 pytestmark = pytest.mark.skipif(not tools_available(), reason="needs espeak-ng and ffmpeg")
 
@@ -80,7 +80,7 @@ async def test_voice_note_whose_transcript_has_a_lone_surrogate_and_numeric_lang
 async def test_voice_note_over_the_whole_note_speech_deadline_gets_speech_service_too_slow(
         tmp_path, settings, pipeline):
     note = tmp_path / "long.ogg"
-    note.write_bytes(sine_ogg(40))  # 2 chunks
+    note.write_bytes(make_long_voice_note(40))  # 2 chunks
     async with SarvamStandin(api_key="k") as sarvam:
         sarvam.enqueue(*[Reply("part", delay_s=0.8)] * 2)
         services = await Services.open(Settings(
@@ -144,7 +144,7 @@ async def test_path_to_no_readable_audio_file_says_so(services, tmp_path, line):
 async def test_dragged_and_dropped_path_with_shell_quoting_is_sent_as_a_voice_note(
         services, tmp_path, quote):
     note = tmp_path / "my note.ogg"
-    note.write_bytes(sine_ogg(2))
+    note.write_bytes(make_voice_note("how much does an xbox 360 cost", "en"))
     [reply] = await ask(services, quote(str(note)))  # no SARVAM_API_KEY: refused after reading
     assert reply.startswith("The speech service is not available right now."), reply
     assert (await services.db.last_decision(CONSOLE_CHAT_ID)).source == "voice"
@@ -252,7 +252,7 @@ def test_python_m_bot_console_needs_no_token(tmp_path, sample_index_dir):
 async def test_why_after_a_voice_note_of_unknown_duration_says_duration_unknown(
         services, tmp_path):
     note = tmp_path / "tone.ogg"
-    note.write_bytes(sine_ogg(2))
+    note.write_bytes(make_voice_note("how much does an xbox 360 cost", "en"))
     [reply] = await ask(services, str(note))  # no SARVAM_API_KEY: refused after the checks
     assert reply.startswith("The speech service is not available right now.")
     why = to_plain((await ask(services, "/why"))[0])

@@ -83,7 +83,7 @@ async def test_decision_log_survives_sigkill_and_restart(tmp_path, sample_index_
     db_path = tmp_path / "bot.sqlite3"
     log_path = tmp_path / "bot.log"
     async with FakeTelegram() as tg:
-        env = bot_env(tg, sample_index_dir, db_path)
+        env = bot_env(tg, sample_index_dir, db_path) | {"BOT_REPEAT_WINDOW_S": "0"}
         async with bot_process(tg, env, log_path) as proc:
             for question in QUESTIONS:
                 await tg.push_text(CHAT, question)
@@ -99,6 +99,12 @@ async def test_decision_log_survives_sigkill_and_restart(tmp_path, sample_index_
         assert answered <= recorded, "an answered question is missing from the log"
 
         async with bot_process(tg, env, log_path):
+            # the durable inbox answers what the kill left unanswered (tests/test_inbox.py)
+            for _ in range(600):
+                with sqlite3.connect(db_path) as conn:
+                    if not conn.execute("SELECT 1 FROM inbox WHERE status != 'done'").fetchone():
+                        break
+                await asyncio.sleep(0.1)
             why = await reply_to(tg, await tg.push_text(CHAT, "/why"))
             async with await Database.open(db_path) as db:
                 last = await db.last_decision(CHAT)
@@ -109,7 +115,7 @@ async def test_decision_log_survives_sigkill_and_restart(tmp_path, sample_index_
             answer = await reply_to(tg, await tg.push_text(CHAT, QUESTIONS[0]))
             assert "Sources" in answer
         async with await Database.open(db_path) as db:
-            assert await db.count_decisions() == len(recorded) + 1
+            assert await db.count_decisions() >= len(recorded) + 1
     assert b"Traceback" not in log_path.read_bytes()
 
 

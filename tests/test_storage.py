@@ -65,6 +65,18 @@ EXPECTED = {
         "updated_at": "TEXT",
         "voice": "TEXT",
     },
+    "inbox": {
+        "update_id": "INTEGER",
+        "chat_id": "INTEGER",
+        "message_id": "INTEGER",
+        "version": "INTEGER",
+        "payload": "TEXT",
+        "received_at": "TEXT",
+        "status": "TEXT",
+        "outcome": "TEXT",
+        "done_at": "TEXT",
+    },
+    "sent_messages": {"chat_id": "INTEGER", "message_id": "INTEGER", "decision_id": "INTEGER"},
 }
 
 

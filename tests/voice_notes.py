@@ -161,3 +161,89 @@ def sine_ogg(seconds: int) -> bytes:
          "-c:a", "libopus", "-b:a", "6k", "-ar", "8000", "-ac", "1", "-f", "ogg", "pipe:1"],
         capture_output=True, check=True, timeout=60,
     ).stdout
+
+
+# ------------------------------------------------ not speech: silence, noise, tones (issue 14)
+# Synthesised with numpy at 48 kHz and encoded like a voice note, for the speech gate
+# (bot.speech) and scripts/measure_speech_gate.py.
+
+NOISE_RATE_HZ = 48_000
+
+
+def pcm_wav(samples, rate_hz: int = NOISE_RATE_HZ) -> bytes:
+    """float samples in [-1, 1] (numpy array) → 16-bit mono WAV bytes."""
+    import numpy as np
+
+    pcm = np.clip(np.asarray(samples) * 32767, -32768, 32767).astype("<i2").tobytes()
+    out = io.BytesIO()
+    with wave.open(out, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate_hz)
+        w.writeframes(pcm)
+    return out.getvalue()
+
+
+def _at_dbfs(samples, dbfs: float):
+    import numpy as np
+
+    return samples * (10 ** (dbfs / 20) / np.sqrt(np.mean(samples**2)))
+
+
+def white_noise(seconds: float, dbfs: float, seed: int = 0):
+    """White noise at an RMS level of ``dbfs``, float samples at 48 kHz."""
+    import numpy as np
+
+    return _at_dbfs(np.random.default_rng(seed).standard_normal(int(seconds * NOISE_RATE_HZ)),
+                    dbfs)
+
+
+def pink_noise(seconds: float, dbfs: float, seed: int = 1):
+    """1/f noise (white noise with its spectrum shaped), float samples at 48 kHz."""
+    import numpy as np
+
+    n = int(seconds * NOISE_RATE_HZ)
+    spectrum = np.fft.rfft(np.random.default_rng(seed).standard_normal(n))
+    freqs = np.fft.rfftfreq(n, 1 / NOISE_RATE_HZ)
+    spectrum[1:] /= np.sqrt(freqs[1:])
+    return _at_dbfs(np.fft.irfft(spectrum, n), dbfs)
+
+
+def tone(seconds: float, hz: float, dbfs: float = -12.0):
+    import numpy as np
+
+    t = np.arange(int(seconds * NOISE_RATE_HZ)) / NOISE_RATE_HZ
+    return _at_dbfs(np.sin(2 * np.pi * hz * t), dbfs)
+
+
+def melody():
+    """C major scale, 0.3 s notes with 0.15 s pauses (3.6 s): music-like, with silences."""
+    import numpy as np
+
+    gap = np.zeros(int(0.15 * NOISE_RATE_HZ))
+    notes = [tone(0.3, hz) for hz in (262, 294, 330, 349, 392, 440, 494, 523)]
+    return np.concatenate([x for note in notes for x in (note, gap)])
+
+
+def encode_note(samples) -> bytes:
+    """float samples at 48 kHz → OGG/Opus bytes as Telegram sends a voice note."""
+    return _encode_opus(pcm_wav(samples))
+
+
+def speech_then_silence(text: str, lang: str, silence_s: float) -> bytes:
+    """OGG/Opus of ``text`` spoken, then ``silence_s`` seconds of digital silence."""
+
+    def build() -> bytes:
+        with wave.open(io.BytesIO(speak_wav(text, lang)), "rb") as w:
+            params = w.getparams()
+            speech = w.readframes(10**9)
+        pause = b"\x00" * (int(silence_s * params.framerate) * params.sampwidth)
+        out = io.BytesIO()
+        with wave.open(out, "wb") as w:
+            w.setnchannels(1)
+            w.setsampwidth(params.sampwidth)
+            w.setframerate(params.framerate)
+            w.writeframes(speech + pause)
+        return _encode_opus(out.getvalue())
+
+    return _cached(f"then-silence|{lang}|{text}|{silence_s}", build)

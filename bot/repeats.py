@@ -1,0 +1,68 @@
+"""Repeated questions: the same text from the same chat within ``BOT_REPEAT_WINDOW_S`` seconds is
+answered once (a double tap, a client resending on a flaky connection, five impatient sends).
+
+In memory, per process, like ``bot.ratelimit``: after a restart a repeat is answered again,
+which is what a user who got no answer wants. Texts are compared as the pipeline reads them
+(``rag.text.clean_query``), case-folded, ignoring punctuation and spacing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rag.text import clean_query, tokenize
+
+
+@dataclass(frozen=True, slots=True)
+class Repeat:
+    """A message that repeats an earlier one: the first one's ``first_message_id`` (None in the
+    console), how many seconds ago it came (``age_s``), and ``n_repeat``, 1 for the first
+    repeat of it, 2 for the second..."""
+
+    first_message_id: int | None
+    age_s: float
+    n_repeat: int
+
+
+@dataclass(slots=True)
+class _Seen:
+    message_id: int | None
+    at_s: float
+    n_repeats: int = 0
+
+
+@dataclass(slots=True)
+class RepeatFilter:
+    """Remembers each chat's questions for ``window_s`` seconds (0 turns the filter off)."""
+
+    window_s: float = 30.0
+    _seen: dict[int, dict[str, _Seen]] = field(default_factory=dict)
+
+    def check(self, chat_id: int, message_id: int | None, text: str, now_s: float
+              ) -> Repeat | None:
+        """None for a new question (remembered from now on), else the :class:`Repeat` it is.
+        ``now_s`` is monotonic seconds. The same message seen again (an edit, a replay) is
+        never its own repeat."""
+        if self.window_s <= 0:
+            return None
+        chat = self._seen.setdefault(chat_id, {})
+        for key in [k for k, seen in chat.items() if now_s - seen.at_s > self.window_s]:
+            del chat[key]
+        key = question_key(text)
+        seen = chat.get(key)
+        if seen is None or (message_id is not None and seen.message_id == message_id):
+            chat[key] = _Seen(message_id, now_s)
+            return None
+        seen.n_repeats += 1
+        return Repeat(seen.message_id, now_s - seen.at_s, seen.n_repeats)
+
+    def forget(self, chat_id: int, text: str) -> None:
+        """Let ``text`` be asked again at once (its answer failed: a retry deserves one)."""
+        self._seen.get(chat_id, {}).pop(question_key(text), None)
+
+
+def question_key(text: str) -> str:
+    """What two questions must share to be the same: their words, case-folded
+    (``"What is X?"`` and ``"what is x"`` match); the cleaned text when it has no words."""
+    cleaned = clean_query(text)
+    return " ".join(tokenize(cleaned)) or cleaned

@@ -1,0 +1,138 @@
+"""Repeats and replies to the bot on the real PTB Application against the fake Bot API server:
+five identical questions in a second get one answer and one pointer; "why?" as a reply to an
+answer shows that answer's decision chain (in en/hi/gu/te); a short follow-up ("tell me more",
+"और बताओ") gets a request for a full question instead of a retrieval."""
+# ruff: noqa: F811  (the bot fixtures are imported from tests.test_bot_telegram)
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from bot.followups import reply_kind
+from bot.repeats import RepeatFilter
+from tests.test_bot_telegram import (  # noqa: F401  (fixtures)
+    CHAT,
+    PM,
+    XBOX,
+    bot,
+    bot_settings,
+    llm,
+    replies,
+    sarvam,
+    tg,
+)
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def sent_to(tg, message_id: int) -> list:
+    return [c for c in tg.calls if c.method == "sendMessage"
+            and c.params.get("reply_parameters", {}).get("message_id") == message_id]
+
+
+async def test_five_identical_questions_in_a_second_get_one_answer_and_one_pointer(
+        bot, tg, caplog):
+    caplog.set_level(logging.INFO, logger="bot.questions")
+    pushed = [await tg.push_text(CHAT, XBOX if i % 2 else XBOX.lower().rstrip("?"))
+              for i in range(5)]
+    await tg.wait_for("sendMessage", 2, timeout=30)
+    await asyncio.sleep(1.0)  # any further replies would have come by now
+    ids = [u["message"]["message_id"] for u in pushed]
+    texts = [c.params["text"] for c in tg.calls if c.method == "sendMessage"]
+    assert len(texts) == 2, texts
+    assert sum("Sources" in text for text in texts) == 1
+    assert "You asked this a moment ago: my answer is above." in texts
+    assert len(sent_to(tg, ids[0])) == 1  # the first one is the one answered
+    logged = [r.getMessage() for r in caplog.records if r.getMessage().startswith("repeat ")]
+    assert [line.rsplit("reply=", 1)[1] for line in logged] == ["pointer", "dropped", "dropped",
+                                                                 "dropped"]
+
+
+async def test_the_same_question_after_the_window_is_answered_again(bot, tg, bot_settings):
+    bot.bot_data["services"].repeats.window_s = 0.2
+    await tg.push_text(CHAT, XBOX)
+    await replies(tg)
+    await asyncio.sleep(0.3)
+    await tg.push_text(CHAT, XBOX)
+    [again] = await replies(tg)
+    assert "Sources" in again
+
+
+@pytest.mark.parametrize(("why", "header"), [
+    ("why?", "How I decided the last answer:"), ("Why", "How I decided the last answer:"),
+    ("क्यों?", None), ("શા માટે?", None), ("ఎందుకు", None)])
+async def test_why_as_a_reply_to_an_answer_shows_that_answers_chain(bot, tg, why, header):
+    question = await tg.push_text(CHAT, XBOX)
+    await tg.wait_for("sendMessage", timeout=30)
+    await tg.push_text(CHAT, PM)  # a later question: "why?" must not explain this one
+    await tg.wait_for("sendMessage", timeout=30)
+    await tg.push_text(CHAT, why, reply_to=bot_reply_id(tg, question))
+    [chain] = await replies(tg)
+    assert f"Question: {XBOX}" in chain or XBOX in chain
+    assert PM not in chain
+    assert "relevance_guard — passed" in chain
+    if header:
+        assert chain.startswith(header)
+
+
+def bot_reply_id(tg, update: dict) -> int:
+    """The message id of the bot's (first) reply to the message of ``update``."""
+    call = next(c for c in tg.calls if c.method == "sendMessage" and c.params.get(
+        "reply_parameters", {}).get("message_id") == update["message"]["message_id"])
+    return call.result["message_id"]
+
+
+async def test_why_as_a_reply_to_a_non_answer_says_so(bot, tg):
+    help_update = await tg.push_text(CHAT, "/help")
+    await tg.wait_for("sendMessage", timeout=30)
+    await tg.push_text(CHAT, "why?", reply_to=bot_reply_id(tg, help_update))
+    [reply] = await replies(tg)
+    assert reply.startswith("That message was not an answer")
+
+
+@pytest.mark.parametrize(("follow_up", "lang", "expected"), [
+    ("tell me more", "en", "Please ask me a full question"),
+    ("और बताओ", "hi", "कृपया पूरा सवाल पूछें"),
+    ("વધુ કહો", "gu", "કૃપા કરીને આખો પ્રશ્ન પૂછો"),
+    ("మరింత చెప్పండి", "te", "దయచేసి పూర్తి ప్రశ్న అడగండి"),
+])
+async def test_short_follow_up_reply_asks_for_a_full_question(bot, tg, bot_settings,
+                                                              follow_up, lang, expected):
+    question = await tg.push_text(CHAT, XBOX, language_code=lang)
+    await tg.wait_for("sendMessage", timeout=30)
+    n_decisions = await _n_decisions(bot_settings)
+    await tg.push_text(CHAT, follow_up, reply_to=bot_reply_id(tg, question), language_code=lang)
+    [reply] = await replies(tg)
+    assert reply.startswith(expected)
+    assert await _n_decisions(bot_settings) == n_decisions  # no retrieval ran
+
+
+async def _n_decisions(settings) -> int:
+    from storage.db import Database
+
+    async with await Database.open(settings.bot.db_path) as db:
+        return await db.count_decisions()
+
+
+@pytest.mark.parametrize(("text", "kind"), [
+    ("why?", "why"), ("But why", "why"), ("क्यों नहीं", "why"), ("કેમ?", "why"),
+    ("tell me more", "follow_up"), ("ok thanks", "follow_up"), ("और बताओ", "follow_up"),
+    ("why is the sky blue", None), ("capital of India?", None), ("yes bank share price", None),
+    ("", None)])
+def test_reply_kinds(text, kind):
+    assert reply_kind(text) == kind
+
+
+def test_repeat_filter_keys_on_words_and_forgets_after_the_window():
+    repeats = RepeatFilter(window_s=30)
+    assert repeats.check(1, 10, "What is X?", now_s=0) is None
+    repeat = repeats.check(1, 11, "  what is x ", now_s=5)
+    assert (repeat.first_message_id, repeat.age_s, repeat.n_repeat) == (10, 5, 1)
+    assert repeats.check(2, 12, "what is x", now_s=5) is None  # another chat
+    assert repeats.check(1, 10, "What is X?", now_s=6) is None  # the same message (an edit)
+    assert repeats.check(1, 13, "what is x", now_s=40) is None  # window over
+    repeats.forget(1, "WHAT IS X")
+    assert repeats.check(1, 14, "what is x", now_s=41) is None
