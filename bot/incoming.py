@@ -20,7 +20,21 @@ def asker_of(message: Message) -> Asker:
         message_id=message.message_id,
         language_code=user.language_code if user else None,
         sender_chat_id=message.sender_chat.id if message.sender_chat else None,
+        forwarded_from=forward_origin(message),
     )
+
+
+def forward_origin(message: Message) -> str | None:
+    """Where a forwarded message came from, for the decision log: the origin's type (``user``,
+    ``hidden_user``, ``chat``, ``channel``), its id when Telegram gives one, and when it was
+    first sent (UTC); None for a message that was not forwarded."""
+    origin = message.forward_origin
+    if origin is None:
+        return None
+    who = getattr(origin, "sender_user", None) or getattr(origin, "sender_chat", None) \
+        or getattr(origin, "chat", None)
+    ident = f" {who.id}" if who is not None else ""
+    return f"{origin.type}{ident} at {origin.date:%Y-%m-%dT%H:%M:%SZ}"
 
 
 def is_private(message: Message) -> bool:

@@ -31,7 +31,7 @@ from rag.errors import ServiceError
 from rag.generative import ask_generative
 from rag.stt import Transcript
 from rag.text import clean_query
-from rag.types import Result, Status, Trace
+from rag.types import Result, Stage, Status, Trace
 from storage.db import ChatSettings, StoredDecision
 from storage.inbox import decision_of_message
 
@@ -58,6 +58,7 @@ async def answer_text(services: Services, asker: Asker, text: str) -> Reply:
     if limited is not None:
         return limited
     result = await _ask(services, text, chat, hint_lang=None)
+    _mark_forwarded(result.trace, asker)
     if result.status == Status.ERROR:
         services.repeats.forget(asker.chat_id, text)  # a retry of a failure deserves an answer
     decision_id = await _record(services, asker, "text", result)
@@ -81,6 +82,7 @@ async def answer_voice(services: Services, asker: Asker, voice: VoiceNote) -> Re
     if limited is not None:
         return limited
     trace = Trace()
+    _mark_forwarded(trace, asker)
     try:
         heard = await _transcribe(services, voice, chat, trace)
     except _VoiceRefused as refused:
@@ -225,6 +227,14 @@ async def _ask(services: Services, query: str, chat: ChatSettings,
                                       hint_lang)
 
 
+def _mark_forwarded(trace: Trace, asker: Asker) -> None:
+    """A forwarded question starts its trace (the decision log and /why) with a ``forwarded``
+    stage saying where it came from."""
+    if asker.forwarded_from is not None:
+        trace.stages.insert(0, Stage("forwarded", asker.forwarded_from.split()[0],
+                                     f"from {asker.forwarded_from}", 0.0))
+
+
 async def _stored_answer(services: Services, asker: Asker, text: str) -> StoredDecision | None:
     """The decision already recorded for this very message (same chat, message id and text),
     so a question replayed from the inbox is answered from it, not decided a second time."""
@@ -276,10 +286,11 @@ async def _record(services: Services, asker: Asker, source: str, result: Result,
     )
     log.info(
         "decision id=%d chat_id=%d source=%s status=%s lang=%s mode=%s top=%s floor=%s "
-        "n_citations=%d pipeline_ms=%.1f stt_ms=%s",
+        "n_citations=%d pipeline_ms=%.1f stt_ms=%s forwarded=%s",
         decision_id, asker.chat_id, source, result.status.value, result.lang, result.mode,
         _fmt(result.top_score), _fmt(result.floor), len(result.citations), result.trace.total_ms,
         f"{heard.elapsed_ms:.0f}" if heard else "-",
+        asker.forwarded_from.split()[0] if asker.forwarded_from else "no",
     )
     return decision_id
 

@@ -106,13 +106,17 @@ class Asker:
     ``message_id`` (what to reply to; None in the console), ``language_code``, the user's
     interface language as Telegram reports it (``hi``, ``en-US``; None if unknown), and
     ``sender_chat_id``, the chat a message was sent on behalf of (an anonymous group admin
-    or a channel: ``user_id`` is then Telegram's shared placeholder account)."""
+    or a channel: ``user_id`` is then Telegram's shared placeholder account), and for a
+    forwarded message ``forwarded_from``, where it came from (``user 42 at 2026-12-01T01:02:03Z``,
+    ``hidden_user at ...``, ``chat -100123 at ...``, ``channel -100123 at ...``; None when it was
+    not forwarded: ``bot.incoming.forward_origin``)."""
 
     chat_id: int
     user_id: int | None = None
     message_id: int | None = None
     language_code: str | None = None
     sender_chat_id: int | None = None
+    forwarded_from: str | None = None
 
     @property
     def sender_id(self) -> int | None:

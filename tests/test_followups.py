@@ -1,13 +1,15 @@
 """Repeats and replies to the bot on the real PTB Application against the fake Bot API server:
 five identical questions in a second get one answer and one pointer; "why?" as a reply to an
 answer shows that answer's decision chain (in en/hi/gu/te); a short follow-up ("tell me more",
-"और बताओ") gets a request for a full question instead of a retrieval."""
+"और बताओ") gets a request for a full question instead of a retrieval; a forwarded question is
+recorded as forwarded."""
 # ruff: noqa: F811  (the bot fixtures are imported from tests.test_bot_telegram)
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 import pytest
 
@@ -136,3 +138,50 @@ def test_repeat_filter_keys_on_words_and_forgets_after_the_window():
     assert repeats.check(1, 13, "what is x", now_s=40) is None  # window over
     repeats.forget(1, "WHAT IS X")
     assert repeats.check(1, 14, "what is x", now_s=41) is None
+
+
+# --------------------------------------------------------------------------------- forwards
+
+async def test_forwarded_voice_note_is_recorded_as_forwarded(bot, tg, sarvam, bot_settings):
+    from standins.sarvam import Reply as SttReply
+    from tests.test_bot_telegram import last_decision
+    from tests.voice_notes import make_voice_note
+
+    sarvam.enqueue(SttReply(XBOX))
+    file_id = tg.add_file(make_voice_note("how much does an xbox 360 cost", "en"))
+    sent_at = 1_764_547_200  # 2025-12-01T00:00:00Z
+    await tg.push_update({"message": {
+        "message_id": 8801, "date": int(time.time()),
+        "chat": {"id": CHAT, "type": "private", "first_name": "Asha"},
+        "from": {"id": CHAT, "is_bot": False, "first_name": "Asha"},
+        "forward_origin": {"type": "user", "date": sent_at,
+                           "sender_user": {"id": 555, "is_bot": False, "first_name": "Ravi"}},
+        "voice": {"file_id": file_id, "file_unique_id": "U-fwd", "duration": 3,
+                  "mime_type": "audio/ogg"}}})
+    [answer] = await replies(tg)
+    assert "Sources" in answer
+    stored = await last_decision(bot_settings)
+    stage = stored.result.trace.get("forwarded")
+    assert (stage.decision, stage.detail) == ("user", "from user 555 at 2025-12-01T00:00:00Z")
+    await tg.push_text(CHAT, "/why")
+    [why] = await replies(tg)
+    assert "forwarded — user: from user 555 at 2025-12-01T00:00:00Z" in why
+
+
+async def test_forwarded_channel_post_typed_is_recorded_and_others_are_not(bot, tg,
+                                                                          bot_settings):
+    from tests.test_bot_telegram import last_decision
+
+    await tg.push_update({"message": {
+        "message_id": 8802, "date": int(time.time()), "text": XBOX,
+        "chat": {"id": CHAT, "type": "private", "first_name": "Asha"},
+        "from": {"id": CHAT, "is_bot": False, "first_name": "Asha"},
+        "forward_origin": {"type": "channel", "date": 1_764_547_200, "message_id": 3,
+                           "chat": {"id": -100777, "type": "channel", "title": "News"}}}})
+    await replies(tg)
+    stored = await last_decision(bot_settings)
+    assert stored.result.trace.stages[0].name == "forwarded"
+    assert stored.result.trace.get("forwarded").detail.startswith("from channel -100777 at ")
+    await tg.push_text(CHAT, PM)
+    await replies(tg)
+    assert (await last_decision(bot_settings)).result.trace.get("forwarded") is None
