@@ -1,10 +1,15 @@
-"""Answerability gate: after a passage clears the floor, does the retrieved text answer the query?
+"""Answerability gate: after a passage clears the floor, does the selected answer state what was
+asked?
 
-The floors alone cannot tell answerable from unanswerable questions (off-corpus and "No Answer
-Present" questions score as high as answerable ones), so this gate looks at cheap signals of the
-retrieved text itself and combines them in a small logistic model fitted on the shared sample by
-``scripts/fit_gate.py`` (cross-validated by query_id; the coefficients and the measured numbers
-live in ``rag/gate_model.json``). It costs no model call: a few set operations and a dot product.
+The floors alone cannot tell answerable from unanswerable questions (off-corpus questions and
+near-misses — on topic, but asking a fact no passage states — score as high as answerable ones),
+so this gate looks at the question's top cosine and at the answer that selection chose
+(rag/selection.py): how sure the selector is, how much of the question it covers, whether it
+carries the number or date asked for, whether any passage mentions the question's words at all.
+A small logistic model combines them; it is fitted with the selector by
+``scripts/fit_answering.py`` on the project's natural questions, the shared sample's dataset
+queries and off-corpus questions (out of fold by query_id; coefficients and thresholds in
+``rag/gate_model.json``). It costs no model call: a dot product.
 """
 
 from __future__ import annotations
@@ -16,32 +21,43 @@ from pathlib import Path
 
 import numpy as np
 
-from rag.text import content_tokens, coverage
+from rag.selection import FEATURES as SELECTION_FEATURES
+from rag.selection import Selection
 from rag.types import Hit
 
 MODEL_PATH = Path(__file__).with_name("gate_model.json")
 
-FEATURES = ("top_score", "over_floor", "sentence_coverage", "group_agreement")
-"""Signals that earned their place (scripts/fit_gate.py, docs/benchmarks.md): the margin to
-the next hit, coverage by the whole passage, a quantity-question/number check, the parallel
-translation's score and the query length were measured too and added nothing out of fold
-(ROC AUC 0.918 with all nine vs 0.922 with these four, on 1,093 cases of an earlier checkout;
-0.921 for these four on this one). Against "No Answer Present" questions
-(scripts/probe_unanswerable.py), IDF-weighted coverage and BM25 changed nothing when added, and
-the top-k spread's gain did not survive a nested check."""
+FEATURES = (
+    "top_score",
+    "over_floor",
+    "answer_probability",
+    "answer_idf_coverage",
+    "kind_missing",
+    "answer_margin",
+    "passage_coverage",
+)
+"""Signals, in the order of the fitted coefficients; what each earns out of fold is printed by
+scripts/fit_answering.py (docs/benchmarks.md). The earlier ``group_agreement`` (share of hits
+from the top hit's MS MARCO query group) is gone: it worked only because the dataset retrieved
+ten passages per query, which real questions do not share."""
 
 
 @dataclass(frozen=True, slots=True)
 class GateFeatures:
-    """Signals of one (query, hits, best sentence): the top hit's cosine and its distance to the
-    floor; ``sentence_coverage``, the share of the query's content tokens found in the best
-    sentence of the top passage (0–1); ``group_agreement``, the share of hits from the top hit's
-    MS MARCO query group (passages written for one question cluster when it is answerable)."""
+    """Signals of one question that cleared the floor: the top hit's cosine and its distance to
+    the floor; the selected answer's probability of stating the answer (rag/selection.py, 0-1),
+    the IDF-weighted share of the question's content words it contains (0-1), whether the
+    question asks for a number or a date that the answer lacks (0/1), the probability margin
+    over the runner-up candidate, and the largest IDF-weighted share of the question's content
+    words found in any retrieved passage (a near-miss asks about a word none of them has)."""
 
     top_score: float
     over_floor: float
-    sentence_coverage: float
-    group_agreement: float
+    answer_probability: float
+    answer_idf_coverage: float
+    kind_missing: float
+    answer_margin: float
+    passage_coverage: float
 
     def vector(self) -> np.ndarray:
         """The fitted model's inputs, float64 (len(FEATURES),)."""
@@ -51,17 +67,22 @@ class GateFeatures:
         return ", ".join(f"{k} {v:.3f}" for k, v in asdict(self).items())
 
 
-def gate_features(
-    query: str, lang: str, hits: list[Hit], sentence: str, floor: float
-) -> GateFeatures:
+def gate_features(hits: list[Hit], selection: Selection | None, floor: float) -> GateFeatures:
     """Compute the gate's signals; ``hits`` is non-empty, best first."""
-    top = hits[0]
-    same_group = sum(h.passage.query_id == top.passage.query_id for h in hits) / len(hits)
+    top = hits[0].score
+    if selection is None:
+        return GateFeatures(top, top - floor, 0.0, 0.0, 1.0, 0.0, 0.0)
+    best, runner_up = selection.best, selection.runner_up
+    named = dict(zip(SELECTION_FEATURES, best.features, strict=True))
+    missing = named["asks_number_missing"] or named["asks_date_missing"]
     return GateFeatures(
-        top_score=top.score,
-        over_floor=top.score - floor,
-        sentence_coverage=coverage(set(content_tokens(query, lang)), sentence),
-        group_agreement=same_group,
+        top_score=top,
+        over_floor=top - floor,
+        answer_probability=best.probability,
+        answer_idf_coverage=float(named["idf_coverage"]),
+        kind_missing=float(missing),
+        answer_margin=best.probability - (runner_up.probability if runner_up else 0.0),
+        passage_coverage=selection.passage_coverage,
     )
 
 
@@ -90,7 +111,10 @@ class AnswerabilityGate:
     def load(cls, path: Path = MODEL_PATH) -> AnswerabilityGate:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
         if tuple(data["features"]) != FEATURES:
-            raise ValueError(f"{path}: features {data['features']} != {FEATURES}; refit the gate")
+            raise ValueError(
+                f"{path}: features {data['features']} != {FEATURES}; refit with "
+                "scripts/fit_answering.py"
+            )
         return cls(data["models"])
 
     def decide(self, features: GateFeatures, lang: str) -> GateVerdict:

@@ -8,16 +8,17 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
 from rag.encoders import Encoder, load_encoder
-from rag.extractive import best_sentence, extract_answer
 from rag.gate import AnswerabilityGate, GateFeatures, gate_features
 from rag.guards import RelevanceVerdict, check_grounding, check_input, check_relevance
 from rag.index import PassageIndex
 from rag.language import detect_language
 from rag.retrieval import retrieve
+from rag.selection import AnswerSelector, Idf, Selection
 from rag.settings import RagSettings
 from rag.text import excerpt
 from rag.types import LANGUAGES, Citation, Hit, Passage, Result, Status, Trace
@@ -29,7 +30,8 @@ log = logging.getLogger(__name__)
 class Prepared:
     """State after the relevance guard passed: what an answer stage needs.
 
-    ``vector`` is the query embedding, float32 (dim,); ``hits`` is non-empty, best first.
+    ``vector`` is the query embedding, float32 (dim,); ``hits`` is non-empty, best first;
+    ``selection`` the sentence(s) chosen across the hits (None only without a selector).
     """
 
     query: str
@@ -38,6 +40,7 @@ class Prepared:
     hits: list[Hit]
     relevance: RelevanceVerdict
     trace: Trace
+    selection: Selection | None = None
 
     def result(self, status: Status, **fields) -> Result:
         """A Result carrying this question's query, language, scores, floor and trace."""
@@ -62,12 +65,16 @@ class Pipeline:
         encoder: Encoder,
         index: PassageIndex,
         gate: AnswerabilityGate | None = None,
+        selector: AnswerSelector | None = None,
     ) -> None:
-        """``gate`` None runs the floors alone (``settings.use_gate`` decides in from_settings)."""
+        """``gate`` None runs the floors alone (``settings.use_gate`` decides in from_settings);
+        ``selector`` None loads the fitted one (``rag/selector_model.json``)."""
         self.settings = settings
         self.encoder = encoder
         self.index = index
         self.gate = gate
+        self.selector = selector if selector is not None else AnswerSelector.load()
+        self.idf = Idf(index.passages)  # ~0.3 s per 10,000 passages, once
         self._encode_lock = threading.Lock()  # encoders hold native state; one call at a time
 
     @classmethod
@@ -185,6 +192,12 @@ class Pipeline:
                 trace=trace,
             )
         prepared = Prepared(text, query_lang, vector, hits, relevance, trace)
+        with trace.timed("select_answer") as stage:
+            prepared.selection = self.selector.select(
+                text, query_lang, hits, partial(self.in_language, lang=query_lang), self.idf
+            )
+            stage.decision = "chosen" if prepared.selection else "none"
+            stage.detail = prepared.selection.detail if prepared.selection else "no text"
         if self.gate is None:
             return prepared
         with trace.timed("answerability_gate") as stage:
@@ -199,49 +212,57 @@ class Pipeline:
         return prepared
 
     def gate_features(self, prepared: Prepared) -> GateFeatures:
-        """The answerability gate's signals for a question that cleared the floor (~0.1 ms)."""
-        sentence, _ = best_sentence(prepared.query, prepared.hits[0].passage, prepared.lang)
-        return gate_features(
-            prepared.query, prepared.lang, prepared.hits, sentence, prepared.relevance.floor
-        )
+        """The answerability gate's signals for a question that cleared the floor."""
+        return gate_features(prepared.hits, prepared.selection, prepared.relevance.floor)
+
+    def in_language(self, hit: Hit, lang: str) -> Passage:
+        """The passage to read for ``hit``: its sibling translation in ``lang`` when the hit is
+        in another language and the sibling is in the corpus, else the hit's own passage."""
+        return self._sibling(hit, lang) or hit.passage
 
     def answer_extractive(self, prepared: Prepared) -> Result:
-        """Best-supported sentence of the top passage (or its sibling in the query's language),
-        checked by the grounding guard."""
-        top, trace, query_lang = prepared.hits[0], prepared.trace, prepared.lang
+        """The selected sentence(s) (:mod:`rag.selection`), checked by the grounding guard."""
+        trace, selection = prepared.trace, prepared.selection
         with trace.timed("answer") as stage:
-            sibling = self._sibling(top, query_lang)
-            answer = extract_answer(prepared.query, query_lang, top, sibling)
             stage.decision = "extractive"
-            via = f" via sibling of {top.passage.id}" if sibling else ""
-            stage.detail = f"from {answer.source.id}{via}, support {answer.support:.2f}"
+            stage.detail = selection.detail if selection else "no candidate sentence"
+        if selection is None:
+            return prepared.result(Status.REFUSED_UNGROUNDED, message="no candidate sentence")
+        best = selection.best
         with trace.timed("grounding_guard") as stage:
-            sources = [top.passage.text] + ([sibling.text] if sibling else [])
-            grounding = check_grounding(answer.text, sources, self.settings)
+            grounding = check_grounding(selection.text, [best.source.text], self.settings)
             stage.decision = "passed" if grounding.is_grounded else "refused"
             stage.detail = grounding.detail
         if not grounding.is_grounded:
             return prepared.result(Status.REFUSED_UNGROUNDED, message=grounding.detail)
         return prepared.result(
             Status.ANSWERED,
-            answer=answer.text,
-            answer_lang=answer.source.lang,
-            citations=self._citations(top, sibling, prepared.vector),
+            answer=selection.text,
+            answer_lang=best.source.lang,
+            citations=self._citations(prepared, selection),
         )
 
     def _sibling(self, top: Hit, lang: str) -> Passage | None:
-        """The top passage's translation in the query's language, if it is in the corpus."""
+        """The hit's translation in the query's language, if it is in the corpus."""
         if top.passage.lang == lang:
             return None
         label = self.index.label_of(top.passage.sibling_id(lang))
         return None if label is None else self.index.passages[label]
 
-    def _citations(self, top: Hit, sibling: Passage | None, vector: np.ndarray) -> list[Citation]:
-        citations = []
-        if sibling is not None:
-            label = self.index.label_of(sibling.id)
-            score = float(self.index.vectors([label])[0] @ vector)
-            citations.append(Citation(sibling.id, sibling.lang, score, excerpt(sibling.text)))
-        p = top.passage
-        citations.append(Citation(p.id, p.lang, top.score, excerpt(p.text)))
+    def _citations(self, prepared: Prepared, selection: Selection) -> list[Citation]:
+        """The passage the answer is read from, the retrieved passage it stands for (when the
+        answer is read from its sibling translation), then the top hit if it is neither."""
+        best = selection.best
+        passages = [best.source, best.hit.passage, prepared.hits[0].passage]
+        scores = {h.passage.id: h.score for h in prepared.hits}
+        citations, seen = [], set()
+        for p in passages:
+            if p.id in seen:
+                continue
+            seen.add(p.id)
+            score = scores.get(p.id)
+            if score is None:  # a sibling translation: its own cosine to the query
+                label = self.index.label_of(p.id)
+                score = float(self.index.vectors([label])[0] @ prepared.vector)
+            citations.append(Citation(p.id, p.lang, score, excerpt(p.text)))
         return citations

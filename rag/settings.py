@@ -54,7 +54,7 @@ class RagSettings:
     # carried over by the seed.
     grounding_overlap: float = bounded(0.231, 0.0, 1.0)
     grounding_similarity: float = bounded(0.794, -1.0, 1.0)
-    # Answerability gate after the floors (rag/gate.py; fitted by scripts/fit_gate.py).
+    # Answerability gate after the floors (rag/gate.py; fitted by scripts/fit_answering.py).
     use_gate: bool = True
     # Input guard limits (characters after whitespace folding). A MS MARCO query is < 200 chars;
     # 1,000 leaves room for the transcript of a 2-minute voice note (~150 words) and stays

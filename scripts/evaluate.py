@@ -1,7 +1,13 @@
-"""Retrieval and refusal evaluation on the real shared sample.
+"""Retrieval, answer and refusal evaluation on the real shared sample.
 
     python scripts/evaluate.py                          # index from VOICE_RAG_INDEX_DIR
     python scripts/evaluate.py --index data/index --json docs/eval.json
+
+Natural questions (``eval/natural_questions.jsonl``, written for this project): per language,
+answerable questions answered correctly (the displayed answer contains the verbatim span),
+answered wrongly, refused, and near-misses answered, with the median answer length. The shipped
+selector and gate were fitted on these questions, so these numbers are in-sample; the
+out-of-fold ones come from ``scripts/fit_answering.py``.
 
 Retrieval: HitRate@10 and MRR@10 per language over queries with ``gold_ids`` (auto-detected
 language, as the product searches). Refusal: share answered per category and language —
@@ -16,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import statistics
 import sys
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
@@ -135,7 +142,53 @@ def run(pipeline: Pipeline, cases: list[Case]) -> dict:
         "retrieval": retrieval_metrics(pipeline, cases),
         "refusal": refusal_metrics(answered),
         "refusal_floors": refusal_metrics(floors),
+        "natural": natural_metrics(pipeline) if NATURAL.is_file() else {},
     }
+
+
+NATURAL = Path(__file__).resolve().parents[1] / "eval" / "natural_questions.jsonl"
+
+
+def natural_metrics(pipeline: Pipeline, path: Path = NATURAL) -> dict[str, dict]:
+    """Answer every natural question with the full pipeline; per language the share (and n) of
+    answerable ones answered correctly / wrongly / refused, near-misses answered, and the median
+    length of the answers given (characters)."""
+    flags: dict[str, dict[str, list[bool]]] = defaultdict(lambda: defaultdict(list))
+    chars: dict[str, list[int]] = defaultdict(list)
+    with path.open(encoding="utf-8") as fh:
+        rows = [json.loads(line) for line in fh if line.strip()]
+    for row in rows:
+        result = pipeline.ask(row["question"])
+        f = flags[row["lang"]]
+        if result.is_answered:
+            chars[row["lang"]].append(len(result.answer))
+        if row["kind"] == "answerable":
+            correct = result.is_answered and row["answer"] in result.answer
+            f["correct"].append(correct)
+            f["wrong"].append(result.is_answered and not correct)
+            f["refused"].append(not result.is_answered)
+        else:
+            f["near_miss_answered"].append(result.is_answered)
+    out = {}
+    for lang, by_key in flags.items():
+        out[lang] = {k: {"n": len(v), "share": sum(v) / len(v)} for k, v in by_key.items()}
+        out[lang]["median_answer_chars"] = statistics.median(chars[lang]) if chars[lang] else None
+    return out
+
+
+def print_natural(natural: dict) -> None:
+    print("natural questions, % (n)")
+    keys = ("correct", "wrong", "refused", "near_miss_answered")
+    print(f"{'lang':<5}" + "".join(f"{k:>22}" for k in keys) + f"{'median chars':>14}")
+    for lang in LANGUAGES:
+        r = natural.get(lang)
+        if not r:
+            continue
+        cells = "".join(
+            f"{_pct(r[k]['share']):>15} ({r[k]['n']:>4})" if k in r else f"{'-':>22}"
+            for k in keys
+        )
+        print(f"{lang:<5}{cells}{str(r['median_answer_chars']):>14}")
 
 
 def _pct(x: float | None) -> str:
@@ -149,6 +202,9 @@ def print_report(report: dict) -> None:
             r = report["retrieval"].get(lang)
             if r:
                 print(f"{lang:<5}{r['n']:>5}{r['hit_rate@10']:>12.3f}{r['mrr@10']:>9.3f}")
+        print()
+    if report.get("natural"):
+        print_natural(report["natural"])
         print()
     print_refusals(report["refusal"])
 
@@ -191,8 +247,8 @@ def main(argv: list[str] | None = None) -> int:
         print("\nfloors alone, same run:")
         print_refusals(report["refusal_floors"])
         print(
-            "(the gate was fitted on these cases: cross-validated numbers come from "
-            "scripts/fit_gate.py)"
+            "(the selector and gate were fitted on these cases: out-of-fold numbers come from "
+            "scripts/fit_answering.py)"
         )
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")

@@ -6,6 +6,7 @@ hash, encoder, index version), which takes about 4 minutes on 2 cores the first 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -54,6 +55,15 @@ def encoder():
 def sample_index_dir(sample_passages, encoder, pytestconfig) -> Path:
     key = f"{corpus_hash(sample_passages)[:16]}-{encoder.name.replace(':', '_')}-v{INDEX_VERSION}"
     index_dir = CACHE / "test-index" / key
+    index_dir.parent.mkdir(parents=True, exist_ok=True)
+    # One build per machine: a second test run waits for the first instead of building too.
+    with (index_dir.parent / f"{key}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _build_once(sample_passages, encoder, index_dir, key, pytestconfig)
+    return index_dir
+
+
+def _build_once(sample_passages, encoder, index_dir: Path, key: str, pytestconfig) -> None:
     if not (index_dir / "meta.json").is_file():
         reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
@@ -67,7 +77,6 @@ def sample_index_dir(sample_passages, encoder, pytestconfig) -> Path:
             tmp.rename(index_dir)
         except OSError:  # another test run finished the same build first
             shutil.rmtree(tmp)
-    return index_dir
 
 
 @pytest.fixture(scope="session")

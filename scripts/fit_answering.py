@@ -1,0 +1,461 @@
+"""Fit answer selection and the answerability gate, and report both out of fold.
+
+    python scripts/fit_answering.py                  # report, write rag/selector_model.json and
+                                                     # rag/gate_model.json, plots in docs/img/
+    python scripts/fit_answering.py --dry-run        # report only
+
+Data (all real): the project's natural-question development set (``eval/natural_questions.jsonl``:
+answerable questions with a verbatim answer span, and near-misses whose fact no passage of the
+topic states), the shared sample's dataset queries (answerable, "No Answer Present", a sample of
+those whose passages are not in the sample) and its off-corpus questions
+(``scripts/evaluate.py`` ``load_cases``).
+
+1. **Selection** (rag/selection.py): every sentence of the top-k hits is a candidate, positive when
+   it contains the answer span; a logistic model over the candidate features, fitted on the
+   natural answerable questions.
+2. **Gate** (rag/gate.py): a logistic model over the question's top cosine and its selected
+   answer; positives are natural questions whose selected answer contains the span and dataset
+   answerable queries, negatives near-misses, off-corpus and not-in-corpus questions and natural
+   questions whose selected answer misses the span (a wrong answer is worse than a refusal).
+   "No Answer Present" queries are reported, not trained on (MS MARCO's own labels disagree with
+   annotators at that level).
+
+Out of fold: every case gets a fold from GroupKFold over query_id (translations and the natural
+questions of one topic share it; off-corpus questions are their own groups). A case's selection
+comes from a selector fitted on the other folds, its gate decision from a gate fitted on the other
+folds' (out-of-fold) features, with the gate threshold chosen inside those folds by a second,
+inner GroupKFold (nested: no reported number is used to pick the threshold). The shipped models
+are then refitted on everything, the threshold picked the same way on all out-of-fold scores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pickle
+import statistics
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import roc_auc_score
+from sklearn.model_selection import GroupKFold
+from sklearn.preprocessing import StandardScaler
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from evaluate import load_cases  # noqa: E402
+
+from rag import gate as gate_module  # noqa: E402
+from rag import selection as selection_module  # noqa: E402
+from rag.encoders import load_encoder  # noqa: E402
+from rag.gate import FEATURES as GATE_FEATURES  # noqa: E402
+from rag.gate import AnswerabilityGate, gate_features  # noqa: E402
+from rag.index import PassageIndex  # noqa: E402
+from rag.pipeline import Pipeline, Prepared  # noqa: E402
+from rag.selection import FEATURES as SELECTION_FEATURES  # noqa: E402
+from rag.selection import (  # noqa: E402
+    AnswerSelector,
+    Candidate,
+    Selection,
+    candidate_features,  # noqa: E402
+)
+from rag.settings import SHARED_SAMPLE, RagSettings  # noqa: E402
+from rag.types import LANGUAGES, Trace  # noqa: E402
+
+NATURAL = ROOT / "eval" / "natural_questions.jsonl"
+TARGET = 0.80
+"""Share of right natural answers the gate keeps. A wrong answer is the worst failure and a
+refusal that says why is a correct outcome, so the gate gives up one right answer in five to
+refuse wrong ones and near-misses (``--curve`` prints what other targets give)."""
+
+
+@dataclass
+class Item:
+    """One question and what retrieval gave it. ``kind`` is answerable/near_miss (natural) or a
+    dataset category (answerable is then ``dataset_answerable``); ``candidates`` is empty when the
+    floor refused it."""
+
+    text: str
+    lang: str
+    kind: str
+    group: int
+    answer: str = ""
+    prepared: Prepared | None = None
+    candidates: list[Candidate] = field(default_factory=list)
+    labels: np.ndarray | None = None
+    fold: int = -1
+
+
+def collect(
+    pipeline: Pipeline, natural: list[dict], cases: list, cache: Path | None = None
+) -> list[Item]:
+    """Retrieve every question once (floors applied, no gate) and build its candidates.
+
+    ``cache``: a pickle of the retrieval results by question text (written when missing, read
+    when present), so refitting after a change to the features skips the query embeddings; it
+    must come from the same index and encoder."""
+    retrieved: dict = {}
+    if cache is not None and cache.is_file():
+        retrieved = pickle.loads(cache.read_bytes())
+    items: list[Item] = []
+    for row in natural:
+        items.append(Item(row["question"], row["lang"], row["kind"], row["query_id"],
+                          row.get("answer", "")))
+    for i, case in enumerate(cases):
+        kind = "dataset_answerable" if case.category == "answerable" else case.category
+        group = case.query_id if case.query_id is not None else -1 - i
+        items.append(Item(case.text, case.lang, kind, group))
+    for item in items:
+        if item.text not in retrieved:
+            retrieved[item.text] = pipeline.prepare(item.text, None, None, Trace())
+        prepared = retrieved[item.text]
+        if not isinstance(prepared, Prepared):
+            continue
+        prepared.selection = None  # retrieval only: candidates are rebuilt below
+        item.prepared = prepared
+        lang = prepared.lang
+
+        def in_language(hit, lang=lang):
+            return pipeline.in_language(hit, lang)
+
+        item.candidates = candidate_features(
+            prepared.query, lang, prepared.hits, in_language, pipeline.idf
+        )
+        if item.answer:
+            item.labels = np.array([item.answer in c.text for c in item.candidates], dtype=int)
+    if cache is not None:
+        cache.write_bytes(pickle.dumps(retrieved))
+    return items
+
+
+def _fit(x: np.ndarray, y: np.ndarray, c: float = 1.0) -> tuple[StandardScaler, LogisticRegression]:
+    scaler = StandardScaler().fit(x)
+    scaler.scale_[scaler.scale_ == 0] = 1.0
+    model = LogisticRegression(C=c, class_weight="balanced", max_iter=2000)
+    return scaler, model.fit(scaler.transform(x), y)
+
+
+def fit_selector(items: list[Item]) -> AnswerSelector:
+    """Selector over the candidates of natural answerable questions with a positive candidate."""
+    rows = [it for it in items if it.labels is not None and it.labels.any()]
+    x = np.concatenate([np.stack([c.features for c in it.candidates]) for it in rows])
+    y = np.concatenate([it.labels for it in rows])
+    scaler, model = _fit(x, y)
+    return AnswerSelector(scaler.mean_, scaler.scale_, model.coef_[0], float(model.intercept_[0]))
+
+
+def select(selector: AnswerSelector, item: Item) -> Selection | None:
+    return selector.choose(item.text, item.candidates)
+
+
+def gate_label(item: Item, selection: Selection | None) -> int | None:
+    """1 answer, 0 refuse, None not trained on ("No Answer Present")."""
+    if item.kind == "answerable":
+        return int(selection is not None and item.answer in selection.text)
+    if item.kind == "dataset_answerable":
+        return 1
+    if item.kind == "no_answer_present":
+        return None
+    return 0
+
+
+def pick_threshold(p: np.ndarray, y: np.ndarray, kinds: np.ndarray, target: float) -> float:
+    """Highest threshold answering at least ``target`` of the natural questions whose selected
+    answer is right (falls back to all positives when there are none)."""
+    pos = np.sort(p[(y == 1) & (kinds == "answerable")])
+    if not len(pos):
+        pos = np.sort(p[y == 1])
+    k = int(np.floor((1 - target) * len(pos)))
+    return float(pos[k]) if len(pos) else 0.5
+
+
+THRESHOLD_SCOPES = {"en": ("en",), "hi": ("hi",), "gu": ("gu", "te"), "te": ("gu", "te")}
+"""Which languages' questions pick each language's threshold: Gujarati and Telugu share one (22
+answerable natural questions each are too few alone; their scores sit lower than en/hi ones,
+since a tenth of the passages are in their languages, so a pooled threshold refuses most)."""
+MIN_RIGHT_FOR_THRESHOLD = 15
+
+
+def gate_threshold(x, y, kinds, groups, langs, target: float, folds: int) -> dict[str, float]:
+    """Per-language thresholds (:data:`THRESHOLD_SCOPES`) and a pooled one (``all``, for a scope
+    with fewer than ``MIN_RIGHT_FOR_THRESHOLD`` right natural answers), each picked on inner
+    out-of-fold probabilities of ``x``'s rows."""
+    p = np.zeros(len(y))
+    for train, test in GroupKFold(n_splits=folds).split(x, y, groups):
+        scaler, model = _fit(x[train], y[train])
+        p[test] = model.predict_proba(scaler.transform(x[test]))[:, 1]
+    out = {"all": pick_threshold(p, y, kinds, target)}
+    for lang, scope in THRESHOLD_SCOPES.items():
+        mask = np.isin(langs, scope)
+        if ((y == 1) & mask & (kinds == "answerable")).sum() >= MIN_RIGHT_FOR_THRESHOLD:
+            out[lang] = pick_threshold(p[mask], y[mask], kinds[mask], target)
+    return out
+
+
+def run_folds(items: list[Item], folds: int, target: float) -> dict[int, dict]:
+    """Out-of-fold selection and gate decision per item index:
+    ``{i: {"selection", "gate_x", "answered", "p"}}`` (answered False when the floor refused)."""
+    groups = np.array([it.group for it in items])
+    fold_of = np.zeros(len(items), int)
+    for f, (_, test) in enumerate(GroupKFold(n_splits=folds).split(groups, groups, groups)):
+        fold_of[test] = f
+    for it, f in zip(items, fold_of, strict=True):
+        it.fold = int(f)
+    # Level 1: selection for each item from a selector fitted on the other folds.
+    out: dict[int, dict] = {}
+    for f in range(folds):
+        selector = fit_selector([it for it in items if it.fold != f])
+        for i, it in enumerate(items):
+            if it.fold != f or it.prepared is None:
+                continue
+            sel = select(selector, it)
+            x = gate_features(it.prepared.hits, sel, it.prepared.relevance.floor).vector()
+            out[i] = {"selection": sel, "gate_x": x, "label": gate_label(it, sel)}
+    # Level 2: gate from the other folds' out-of-fold features, threshold by an inner CV.
+    idx = np.array(sorted(out))
+    x = np.stack([out[i]["gate_x"] for i in idx])
+    label = np.array([-1 if out[i]["label"] is None else out[i]["label"] for i in idx])
+    kinds = np.array([items[i].kind for i in idx])
+    langs = np.array([items[i].lang for i in idx])
+    g = groups[idx]
+    item_fold = fold_of[idx]
+    for f in range(folds):
+        train = (item_fold != f) & (label >= 0)
+        test = item_fold == f
+        scaler, model = _fit(x[train], label[train])
+        thresholds = gate_threshold(x[train], label[train], kinds[train], g[train],
+                                    langs[train], target, folds - 1)
+        p = model.predict_proba(scaler.transform(x[test]))[:, 1]
+        for i, pi in zip(idx[test], p, strict=True):
+            t = thresholds.get(items[i].lang, thresholds["all"])
+            out[i]["p"], out[i]["answered"] = float(pi), bool(pi >= t)
+    return out
+
+
+def report(items: list[Item], decided: dict[int, dict], gate: bool = True) -> dict:
+    """Per language: natural answerable correct / wrong / refused, near-miss answered, and the
+    dataset categories answered; with n and the median answer length."""
+    table: dict[str, dict] = defaultdict(lambda: defaultdict(list))
+    chars: dict[str, list[int]] = defaultdict(list)
+    for i, it in enumerate(items):
+        d = decided.get(i)
+        answered = d is not None and (d["answered"] if gate else True)
+        sel = d["selection"] if d else None
+        answered = answered and sel is not None
+        row = table[it.lang]
+        if it.kind == "answerable":
+            correct = answered and it.answer in sel.text
+            row["answerable_correct"].append(correct)
+            row["answerable_wrong"].append(answered and not correct)
+            row["answerable_refused"].append(not answered)
+            row["answerable_in_top5"].append(
+                it.prepared is not None
+                and any(it.answer in h.passage.text or it.answer in
+                        (c.source.text if (c := next((c for c in it.candidates if c.hit is h),
+                                                     None)) else "")
+                        for h in it.prepared.hits)
+            )
+        else:
+            row[f"{it.kind}_answered"].append(answered)
+        if answered:
+            chars[it.lang].append(len(sel.text))
+    out = {}
+    for lang in LANGUAGES:
+        if lang not in table:
+            continue
+        out[lang] = {k: {"n": len(v), "share": sum(v) / len(v)} for k, v in table[lang].items()}
+        out[lang]["median_answer_chars"] = statistics.median(chars[lang]) if chars[lang] else None
+    return out
+
+
+ROWS = (
+    ("answerable_correct", "natural answerable: answered correctly"),
+    ("answerable_wrong", "natural answerable: answered wrongly"),
+    ("answerable_refused", "natural answerable: refused"),
+    ("answerable_in_top5", "natural answerable: span in a top-5 passage"),
+    ("near_miss_answered", "natural near-miss: answered"),
+    ("off_corpus_answered", "off-corpus: answered"),
+    ("dataset_answerable_answered", "dataset answerable: answered"),
+    ("no_answer_present_answered", "dataset No Answer Present: answered"),
+    ("not_in_corpus_answered", "dataset not-in-corpus: answered"),
+)
+
+
+def print_report(title: str, rep: dict) -> None:
+    print(f"\n{title}")
+    print(f"{'':<46}" + "".join(f"{lang:>14}" for lang in LANGUAGES))
+    for key, label in ROWS:
+        cells = []
+        for lang in LANGUAGES:
+            r = rep.get(lang, {}).get(key)
+            cells.append(f"{'-':>14}" if not r or not r["n"] else
+                         f"{100 * r['share']:>7.1f}% ({r['n']:>3})")
+        print(f"{label:<46}" + "".join(cells))
+    med = "".join(f"{str(rep.get(lang, {}).get('median_answer_chars')):>14}" for lang in LANGUAGES)
+    print(f"{'median answer length, chars':<46}{med}")
+
+
+def plot(items: list[Item], decided: dict[int, dict], settings: RagSettings, out_dir: Path) -> None:
+    """Two PNGs in ``out_dir``: the top-1 cosine of each kind of question with the language's
+    floor (en, hi), and the gate's calibration (out-of-fold probability vs share of right
+    answers among the natural answerable questions and near-misses it would answer)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=True)
+    kinds = (("answerable", "natural answerable"), ("near_miss", "natural near-miss"),
+             ("off_corpus", "off-corpus"), ("not_in_corpus", "dataset not in corpus"))
+    for ax, lang in zip(axes, ("en", "hi"), strict=True):
+        for kind, label in kinds:
+            scores = [it.prepared.hits[0].score if it.prepared else np.nan for it in items
+                      if it.lang == lang and it.kind == kind]
+            scores = [x for x in scores if not np.isnan(x)]
+            if scores:
+                ax.hist(scores, bins=np.linspace(0.78, 0.95, 35), alpha=0.5, density=True,
+                        label=f"{label} (n={len(scores)} over the floor)")
+        ax.axvline(settings.floor(lang), color="black", linestyle="--", label="floor")
+        ax.set_title(f"{lang}: top-1 cosine of questions that cleared the floor")
+        ax.set_xlabel("cosine")
+    axes[0].set_ylabel("density")
+    axes[1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out_dir / "natural_scores.png", dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(5, 4))
+    rows = [(d["p"], d["label"]) for d in decided.values() if "p" in d and d["label"] is not None]
+    p = np.array([r[0] for r in rows])
+    y = np.array([r[1] for r in rows])
+    edges = np.linspace(0, 1, 11)
+    centres, shares, counts = [], [], []
+    for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+        mask = (p >= lo) & (p < hi)
+        if mask.sum() >= 5:
+            centres.append(p[mask].mean())
+            shares.append(y[mask].mean())
+            counts.append(int(mask.sum()))
+    ax.plot([0, 1], [0, 1], color="grey", linestyle=":")
+    ax.plot(centres, shares, marker="o")
+    for c, s_, n in zip(centres, shares, counts, strict=True):
+        ax.annotate(str(n), (c, s_), fontsize=7, xytext=(3, -9), textcoords="offset points")
+    ax.set_xlabel("gate probability (out of fold)")
+    ax.set_ylabel("share that should be answered")
+    ax.set_title("Answerability gate calibration")
+    fig.tight_layout()
+    fig.savefig(out_dir / "gate_calibration.png", dpi=110)
+    plt.close(fig)
+    print(f"written {out_dir / 'natural_scores.png'} and {out_dir / 'gate_calibration.png'}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--index", type=Path, default=RagSettings.from_env().index_dir)
+    parser.add_argument("--data", type=Path, default=SHARED_SAMPLE.parent)
+    parser.add_argument("--questions", type=Path, nargs="+", default=[NATURAL])
+    parser.add_argument("--not-in-corpus", type=int, default=150)
+    parser.add_argument("--target", type=float, default=TARGET,
+                        help="share of right natural answers the gate keeps (inner CV)")
+    parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--curve", type=float, nargs="*", default=[],
+                        help="also report these other targets (out of fold, en/hi)")
+    parser.add_argument("--json", type=Path, help="write the report as JSON")
+    parser.add_argument("--cache", type=Path, help="pickle of retrieval results (see collect)")
+    parser.add_argument("--plots", type=Path, help="write PNG plots into this folder")
+    parser.add_argument("--dry-run", action="store_true")
+    args = parser.parse_args(argv)
+
+    settings = replace(RagSettings.from_env(), index_dir=args.index, use_gate=False)
+    encoder = load_encoder(settings.encoder)
+    index = PassageIndex.load(settings.index_dir, encoder_name=encoder.name)
+    pipeline = Pipeline(settings, encoder, index, gate=None, selector=AnswerSelector.neutral())
+    natural = [json.loads(line) for path in args.questions
+               for line in path.open(encoding="utf-8") if line.strip()]
+    items = collect(pipeline, natural, load_cases(args.data, args.not_in_corpus), args.cache)
+    decided = run_folds(items, args.folds, args.target)
+
+    floors_only = report(items, decided, gate=False)
+    gated = report(items, decided)
+    print_report("selection out of fold, floors alone (no gate)", floors_only)
+    print_report("selection + gate, out of fold (nested thresholds)", gated)
+
+    if args.curve:
+        print("\nother targets, out of fold (correct / wrong / near-miss answered, %):")
+        for target in args.curve:
+            rep = report(items, run_folds(items, args.folds, target))
+            cells = "   ".join(
+                f"{lang} {100 * rep[lang]['answerable_correct']['share']:.1f} / "
+                f"{100 * rep[lang]['answerable_wrong']['share']:.1f} / "
+                f"{100 * rep[lang]['near_miss_answered']['share']:.1f}"
+                for lang in LANGUAGES if lang in rep
+            )
+            print(f"  target {target:.2f}: {cells}")
+        decided = run_folds(items, args.folds, args.target)  # fold state back to --target
+
+    idx = [i for i in decided if decided[i]["label"] is not None]
+    x = np.stack([decided[i]["gate_x"] for i in idx])
+    y = np.array([decided[i]["label"] for i in idx])
+    print("\ngate signals, ROC AUC alone (out-of-fold selection):")
+    for j, name in enumerate(GATE_FEATURES):
+        auc = roc_auc_score(y, x[:, j])
+        print(f"  {name:<22}{max(auc, 1 - auc):.3f}")
+
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"floors_only": floors_only, "gated": gated},
+                                        indent=1) + "\n", encoding="utf-8")
+    if args.plots:
+        plot(items, decided, settings, args.plots)
+    if args.dry_run:
+        return 0
+    selector = fit_selector(items)
+    sel_model = {
+        "features": list(SELECTION_FEATURES),
+        "mean": selector.mean.tolist(),
+        "scale": selector.scale.tolist(),
+        "coef": selector.coef.tolist(),
+        "intercept": selector.intercept,
+        "two_sentences": selector.two_sentences,
+        "fitted_on": f"{sum(it.labels is not None for it in items)} natural answerable questions "
+        f"({', '.join(str(p.name) for p in args.questions)}), encoder {pipeline.encoder.name}",
+    }
+    selection_module.MODEL_PATH.write_text(json.dumps(sel_model, indent=1) + "\n",
+                                           encoding="utf-8")
+    kinds = np.array([items[i].kind for i in idx])
+    langs = np.array([items[i].lang for i in idx])
+    groups = np.array([items[i].group for i in idx])
+    scaler, model = _fit(x, y)
+    thresholds = gate_threshold(x, y, kinds, groups, langs, args.target, args.folds)
+    models = {
+        scope: {
+            "mean": scaler.mean_.tolist(),
+            "scale": scaler.scale_.tolist(),
+            "coef": model.coef_[0].tolist(),
+            "intercept": float(model.intercept_[0]),
+            "threshold": t,
+        }
+        for scope, t in thresholds.items()
+    }
+    gate_module.MODEL_PATH.write_text(json.dumps({
+        "features": list(GATE_FEATURES),
+        "models": models,
+        "fitted_on": f"{len(idx)} cases clearing the floor (natural questions + dataset queries "
+        f"+ off-corpus), out-of-fold selection, encoder {pipeline.encoder.name}",
+        "cv": f"GroupKFold({args.folds}) by query_id; thresholds keep {args.target} of right "
+        "natural answers on inner out-of-fold probabilities",
+    }, indent=1) + "\n", encoding="utf-8")
+    AnswerabilityGate.load()  # the file reads back
+    print(f"\nwritten {selection_module.MODEL_PATH} and {gate_module.MODEL_PATH}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
