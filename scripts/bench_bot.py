@@ -20,8 +20,11 @@ API, so the event loop measured is the bot's.
 
     python scripts/bench_bot.py                         # index: VOICE_RAG_INDEX_DIR
     python scripts/bench_bot.py --chats 50 --rounds 4 --sequential 40 --voice 20
+    python scripts/bench_bot.py --slow-callback-ms 30   # name every callback over 30 ms
 
-Prints numbers; asserts nothing.
+Prints numbers and writes ``docs/img/bench_bot_voice.png`` (``--plot``).
+
+Asserts nothing.
 """
 
 from __future__ import annotations
@@ -322,6 +325,45 @@ async def run(args: argparse.Namespace) -> None:
           "ticks late by > 50 ms")
     print(f"targets: beyond-core P50 <= 20 ms (phase 1): {pct(seq[1], 50):.1f} ms; "
           f"no stall > 50 ms: {meter.worst_ms:.1f} ms")
+    if args.plot:
+        plot_voice({"one chat": voice_seq_ms, f"{len(voice_chats)} chats at once": voice_con_ms},
+                   os.getloadavg()[0], Path(args.plot))
+
+
+def plot_voice(runs: dict[str, dict[str, list[float]]], load: float, path: Path) -> None:
+    """Two panels: the distribution of the time a voice note adds beyond Sarvam (one curve per
+    run), and where it goes at P50 (stand-in, encoding, upload, the rest)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.4))
+    for name, measured in runs.items():
+        added = sorted(measured["added"])
+        if added:
+            a.step(added, [(i + 1) / len(added) for i in range(len(added))], where="post",
+                   label=f"{name} (n={len(added)})")
+    a.set_xlabel("voice note after the text, beyond Sarvam (ms)")
+    a.set_ylabel("share of replies")
+    a.legend(fontsize=8)
+    names = [n for n, m in runs.items() if m["added"]]
+    bottom = [0.0] * len(names)
+    parts = [("text_to_speech", "Sarvam (stand-in)", "#8c8c8c"),
+             ("encode_voice", "encode OGG/Opus", "#4c72b0"),
+             ("send_voice", "sendVoice", "#55a868")]
+    for key, label, color in parts:
+        heights = [pct(runs[n][key], 50) for n in names]
+        b.bar(names, heights, bottom=bottom, label=label, color=color)
+        bottom = [x + h for x, h in zip(bottom, heights, strict=True)]
+    b.set_ylabel("P50 per stage (ms)")
+    b.legend(fontsize=8)
+    fig.suptitle(f"Spoken replies on 2 shared cores, load {load:.1f} (scripts/bench_bot.py)",
+                 fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    print(f"plot: {path}")
 
 
 def main() -> None:
@@ -333,6 +375,8 @@ def main() -> None:
                         help="spoken replies in phase 3, one chat")
     parser.add_argument("--voice-chats", type=int, default=10,
                         help="chats asking at once with spoken replies in phase 3")
+    parser.add_argument("--plot", default=str(ROOT / "docs" / "img" / "bench_bot_voice.png"),
+                        help="PNG of the spoken-reply phase ('' = none)")
     parser.add_argument("--slow-callback-ms", type=float, default=0,
                         help="log every event-loop callback longer than this (asyncio debug "
                              "mode: slower; names what stalls the loop); 0 = off")
