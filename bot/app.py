@@ -204,11 +204,13 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m bot``; returns the exit code (2 when it cannot start)."""
     parser = argparse.ArgumentParser(prog="python -m bot", description=__doc__.splitlines()[0])
     parser.add_argument("--console", action="store_true", help="chat in this terminal instead")
+    parser.add_argument("--whatsapp", action="store_true",
+                        help="serve the WhatsApp Cloud API webhook instead (see bot.whatsapp)")
     args = parser.parse_args(argv)
     configure_logging()
     try:
         settings = Settings.from_env()
-        check_startup(settings, needs_token=not args.console)
+        check_startup(settings, needs_token=not (args.console or args.whatsapp))
     except (StartupError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -217,6 +219,10 @@ def main(argv: list[str] | None = None) -> int:
             from bot.console import run_console
 
             return run_console(settings)
+        if args.whatsapp:
+            from bot.whatsapp import run_whatsapp
+
+            return run_whatsapp(settings)
         run(build_application(settings), settings)
     except (StartupError, RagError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -110,11 +110,13 @@ def _reply_lang(result: Result, chat: ChatSettings, asker: Asker,
 class VoiceDownloadError(Exception):
     """A voice note's ``fetch()`` failed (raised by the Telegram handlers' download):
     ``is_too_big`` when the server refused the file for its size (Telegram's 20 MB limit for
-    bots); ``str(err)`` says what the server answered."""
+    bots); ``str(err)`` says what the server answered; ``max_mb``, the front end's limit in MB
+    when it is not Telegram's 20 (WhatsApp: ``WHATSAPP_MAX_MEDIA_MB``)."""
 
-    def __init__(self, detail: str, *, is_too_big: bool = False) -> None:
+    def __init__(self, detail: str, *, is_too_big: bool = False,
+                 max_mb: float | None = None) -> None:
         super().__init__(detail)
-        self.is_too_big = is_too_big
+        self.is_too_big, self.max_mb = is_too_big, max_mb
 
 
 class _VoiceRefused(Exception):
@@ -201,8 +203,8 @@ def _download_refusal(exc: VoiceDownloadError) -> _VoiceRefused:
     """Too large when the server said so (a refusal of the input), else could not download (an
     error on the way)."""
     if exc.is_too_big:
-        return _VoiceRefused("voice_too_big", f"download refused: {exc}",
-                             max_mb=TELEGRAM_DOWNLOAD_LIMIT_BYTES // 2**20)
+        max_mb = TELEGRAM_DOWNLOAD_LIMIT_BYTES // 2**20 if exc.max_mb is None else exc.max_mb
+        return _VoiceRefused("voice_too_big", f"download refused: {exc}", max_mb=f"{max_mb:g}")
     return _VoiceRefused("voice_download_failed", str(exc), status=Status.ERROR)
 
 

@@ -1,0 +1,460 @@
+"""The WhatsApp front end: the same assistant on the WhatsApp Cloud API.
+
+    python -m bot --whatsapp          # or: python -m bot.whatsapp
+
+An aiohttp web server (``WHATSAPP_LISTEN``:``WHATSAPP_PORT``, else ``$PORT``, else 8080) takes
+Meta's webhook at ``WHATSAPP_WEBHOOK_PATH`` (``/webhook``):
+
+- ``GET``: the subscription check: ``hub.mode=subscribe`` with the right ``hub.verify_token``
+  echoes ``hub.challenge``; anything else is 403.
+- ``POST``: the raw body's HMAC-SHA256 with ``WHATSAPP_APP_SECRET`` must equal the
+  ``X-Hub-Signature-256`` header (constant-time compare) before anything is parsed: otherwise
+  403 and nothing is stored. Each message id (``wamid``) is then claimed in the
+  ``whatsapp_messages`` table (so a redelivery, even after a restart, is answered once), the
+  answer is 200 at once and the message is handled in the background.
+
+Handling uses the service functions the Telegram bot and the console use (``bot.questions``,
+``bot.commands``): ``text`` is a question, unless it is a command (``why``, ``help``,
+``start``, ``lang hi``, ``mode generative``: as plain words, or any word with a leading
+slash); ``audio`` (voice notes and audio files) is looked up (``GET /{media-id}``),
+downloaded with the bearer token (at most ``WHATSAPP_MAX_MEDIA_MB``), transcoded and sent to
+Sarvam speech-to-text like a Telegram voice note; any other type gets the "I understand text
+questions and voice notes" notice. Replies go out with ``POST /{phone-number-id}/messages`` in
+WhatsApp's formatting (:func:`to_whatsapp`: ``*bold*``, ``_italic_``, no HTML), split at
+4,096 characters (:func:`split_text`). Rate limit (``BOT_RATE_LIMIT_*``) as on Telegram; the
+allow-list is ``WHATSAPP_ALLOWED_NUMBERS`` (wa_ids, i.e. phone numbers in international form
+without ``+``). Graph faults are handled by ``bot.whatsapp_graph``; a reply that still fails
+(token, permission, the 24-hour window, retries spent) is logged and its outcome stored, never
+retried forever.
+
+Every message's row in ``whatsapp_messages`` keeps the chat id (the sender's number), the
+decision id (``decisions.id``, where the question's trace lives) and the outcome; the
+decision log line is followed by ``whatsapp_reply frontend=whatsapp chat_id=… decision_id=…``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import os
+import re
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from hashlib import sha256
+from html import unescape
+from typing import Any
+
+from aiohttp import web
+
+from bot.commands import help_reply, lang_reply, mode_reply, notice_reply, why_reply
+from bot.messages import t
+from bot.questions import VoiceDownloadError, answer_text, answer_voice
+from bot.services import Asker, Reply, Services, VoiceNote, ui_language
+from bot.settings import Settings
+from bot.whatsapp_graph import GraphClient, GraphError
+from rag.settings import bounded, settings_from_env, wire_text
+from storage.db import Database
+
+log = logging.getLogger(__name__)
+
+WHATSAPP_TEXT_LIMIT = 4096
+"""Characters per text message body (Cloud API reference, "Text object": body max 4096)."""
+PLAIN_COMMANDS = frozenset({"why", "help", "start"})
+"""Commands recognised as a whole message without a slash (``why``, ``why?``)."""
+ARGUMENT_COMMANDS = frozenset({"lang", "mode"})
+"""Commands recognised without a slash when followed by at most one word (``lang hi``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WhatsAppSettings:
+    """The WhatsApp front end's settings; environment variables ``WHATSAPP_<FIELD>``."""
+
+    # A permanent (System User) access token of the Meta app, sent as a bearer token.
+    token: str = wire_text("")
+    # The business number's id (WhatsApp Manager > API Setup), not the number itself.
+    phone_number_id: str = wire_text("")
+    # The Meta app's secret (App settings > Basic): checks X-Hub-Signature-256 of each POST.
+    app_secret: str = wire_text("")
+    # Any string you choose; Meta echoes it in the webhook's GET verification.
+    verify_token: str = wire_text("")
+    # Graph API base URL and version; point the URL at ``standins.whatsapp`` for tests.
+    api_base: str = wire_text("https://graph.facebook.com")
+    api_version: str = wire_text("v21.0")
+    listen: str = "0.0.0.0"
+    # Port of the webhook server; a PaaS's $PORT is used when this is not set.
+    port: int = bounded(8080, 1, 65535)
+    webhook_path: str = "/webhook"
+    # Largest audio downloaded, in MB: WhatsApp's own limit for audio is 16 MB.
+    max_media_mb: float = bounded(16.0, 0.01)
+    # Comma-separated wa_ids (numbers with country code, no '+') allowed; empty = everyone.
+    allowed_numbers: tuple[str, ...] = ()
+    # Graph calls: timeout (s), calls per request in all, back-off base and cap (s) for 429/5xx
+    # without Retry-After (1, 2, 4 s: Meta asks clients to back off exponentially).
+    timeout_s: float = bounded(20.0, 0.1)
+    max_attempts: int = bounded(4, 1)
+    backoff_base_s: float = bounded(1.0, 0.0)
+    max_backoff_s: float = bounded(60.0, 0.0)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> WhatsAppSettings:
+        """Read ``WHATSAPP_*`` (and ``$PORT`` when ``WHATSAPP_PORT`` is unset).
+
+        Raises:
+            ValueError: a malformed value, naming the variable.
+        """
+        env = os.environ if env is None else env
+        if env.get("PORT") and not env.get("WHATSAPP_PORT"):
+            env = {**env, "WHATSAPP_PORT": env["PORT"]}
+        wa = settings_from_env(cls, env, "WHATSAPP_")
+        numbers = tuple(n.lstrip("+").replace(" ", "") for n in wa.allowed_numbers)
+        if any(not n.isdigit() for n in numbers):
+            raise ValueError("WHATSAPP_ALLOWED_NUMBERS must be comma-separated phone numbers "
+                             f"with country code, got {env.get('WHATSAPP_ALLOWED_NUMBERS')!r}")
+        return cls(**{**{f: getattr(wa, f) for f in cls.__dataclass_fields__},
+                      "allowed_numbers": numbers})
+
+    def missing(self) -> str | None:
+        """The first required setting not set, as a user message; None when all are."""
+        for name in ("token", "phone_number_id", "app_secret", "verify_token"):
+            if not getattr(self, name):
+                return (f"WHATSAPP_{name.upper()} is not set: see 'WhatsApp' in README.md for "
+                        "where each value comes from")
+        return None
+
+
+# ------------------------------------------------------------------------ formatting
+_TAG_RE = re.compile(r"<(/?)([a-z]+)[^<>]*>")
+_MARKS = {"b": "*", "i": "_", "code": "```"}
+
+
+def to_whatsapp(html: str) -> str:
+    """Telegram HTML from ``bot.render`` as WhatsApp text: ``<b>`` → ``*``, ``<i>`` → ``_``,
+    ``<code>`` → ```` ``` ````, other tags dropped, entities decoded."""
+    return unescape(_TAG_RE.sub(lambda m: _MARKS.get(m.group(2), ""), html))
+
+
+def split_text(text: str, limit: int = WHATSAPP_TEXT_LIMIT) -> list[str]:
+    """``text`` in pieces of at most ``limit`` characters, cut at the last paragraph break,
+    else line break, else space in the second half of each piece, else at ``limit``."""
+    pieces = []
+    while len(text) > limit:
+        for sep in ("\n\n", "\n", " "):
+            cut = text.rfind(sep, limit // 2, limit)
+            if cut > 0:
+                break
+        else:
+            cut = limit
+        pieces.append(text[:cut].rstrip())
+        text = text[cut:].lstrip()
+    if text.strip():
+        pieces.append(text)
+    return pieces
+
+
+def plain_command(text: str) -> tuple[str, str | None] | None:
+    """``(command, argument)`` when ``text`` is a command: ``/anything [arg]``, ``why``,
+    ``help``, ``start`` alone (a final ``?``/``!``/``.`` allowed), or ``lang``/``mode`` with at
+    most one word after; else None (``why is the sky blue`` is a question)."""
+    words = text.split()
+    if not words:
+        return None
+    first = words[0].lower()
+    arg = " ".join(words[1:]) or None
+    if first.startswith("/"):
+        return first[1:], arg
+    name = first.rstrip("?!.")
+    if name in PLAIN_COMMANDS and len(words) == 1:
+        return name, None
+    if name in ARGUMENT_COMMANDS and len(words) <= 2:
+        return name, arg
+    return None
+
+
+# ------------------------------------------------------------------------ storage
+class MessageStore:
+    """``whatsapp_messages``: one row per incoming message id, claimed before the webhook's 200;
+    its ``decision_id`` and ``outcome`` once handled. Created here (``CREATE TABLE IF NOT
+    EXISTS``) so the WhatsApp front end adds no migration the Telegram bot must carry."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def ensure(self) -> None:
+        async with self.db._transaction() as conn:
+            await conn.execute(
+                """
+                CREATE TABLE IF NOT EXISTS whatsapp_messages (
+                    message_id TEXT PRIMARY KEY,
+                    chat_id INTEGER NOT NULL,
+                    kind TEXT NOT NULL,
+                    received_at TEXT NOT NULL,
+                    status TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'done')),
+                    decision_id INTEGER,
+                    outcome TEXT,
+                    done_at TEXT
+                )
+                """
+            )
+
+    async def claim(self, message_id: str, chat_id: int, kind: str) -> bool:
+        """True the first time ``message_id`` is seen (now stored), False for a redelivery."""
+        async with self.db._transaction() as conn:
+            cursor = await conn.execute(
+                "INSERT OR IGNORE INTO whatsapp_messages (message_id, chat_id, kind, received_at)"
+                " VALUES (?, ?, ?, ?)", (message_id, chat_id, kind, _now()))
+            return cursor.rowcount == 1
+
+    async def finish(self, message_id: str, decision_id: int | None, outcome: str) -> None:
+        async with self.db._transaction() as conn:
+            await conn.execute(
+                "UPDATE whatsapp_messages SET status = 'done', decision_id = ?, outcome = ?, "
+                "done_at = ? WHERE message_id = ?", (decision_id, outcome, _now(), message_id))
+
+    async def get(self, message_id: str) -> dict[str, Any] | None:
+        row = await self.db._fetchone("SELECT * FROM whatsapp_messages WHERE message_id = ?",
+                                      (message_id,))
+        return dict(row) if row is not None else None
+
+
+async def _healthz(_request: web.Request) -> web.Response:
+    return web.Response(text="ok")
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+# ------------------------------------------------------------------------ the front end
+class WhatsAppFrontEnd:
+    """The webhook server and message handling; :func:`serving` runs it."""
+
+    def __init__(self, services: Services, wa: WhatsAppSettings,
+                 graph: GraphClient | None = None) -> None:
+        self.services, self.wa = services, wa
+        self.graph = graph or GraphClient(
+            token=wa.token, phone_number_id=wa.phone_number_id, base_url=wa.api_base,
+            version=wa.api_version, timeout_s=wa.timeout_s, max_attempts=wa.max_attempts,
+            backoff_base_s=wa.backoff_base_s, max_backoff_s=wa.max_backoff_s)
+        self.store = MessageStore(services.db)
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def make_app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get(self.wa.webhook_path, self.verify)
+        app.router.add_post(self.wa.webhook_path, self.receive)
+        app.router.add_get("/healthz", _healthz)
+        return app
+
+    async def verify(self, request: web.Request) -> web.Response:
+        """Meta's subscription check (``hub.mode``, ``hub.verify_token``, ``hub.challenge``)."""
+        query = request.query
+        token = query.get("hub.verify_token", "")
+        if query.get("hub.mode") == "subscribe" and self.wa.verify_token and \
+                hmac.compare_digest(token.encode(), self.wa.verify_token.encode()):
+            log.info("webhook_verified")
+            return web.Response(text=query.get("hub.challenge", ""))
+        log.warning("webhook_verify_refused mode=%s", query.get("hub.mode"))
+        return web.Response(status=403, text="verification failed")
+
+    def is_signed(self, body: bytes, header: str) -> bool:
+        """``header`` is ``sha256=<hex HMAC-SHA256 of body with the app secret>``."""
+        expected = "sha256=" + hmac.new(self.wa.app_secret.encode(), body, sha256).hexdigest()
+        return hmac.compare_digest(header.encode(), expected.encode())
+
+    async def receive(self, request: web.Request) -> web.Response:
+        """One webhook POST: signature, then claim each message and handle it in the
+        background; 200 as soon as the claims are stored."""
+        body = await request.read()
+        if not self.is_signed(body, request.headers.get("X-Hub-Signature-256", "")):
+            log.warning("webhook_refused reason=bad_signature bytes=%d", len(body))
+            return web.Response(status=403, text="bad signature")
+        try:
+            payload = json.loads(body)
+            values = [change["value"] for entry in payload.get("entry", [])
+                      for change in entry.get("changes", []) if change.get("field") == "messages"]
+        except (ValueError, AttributeError, KeyError, TypeError) as exc:
+            log.warning("webhook_refused reason=malformed detail=%s", exc)
+            return web.Response(status=400, text="malformed payload")
+        for value in values:
+            await self._take(value)
+        return web.Response(text="ok")
+
+    async def _take(self, value: dict[str, Any]) -> None:
+        """Claim and schedule the messages of one ``changes[].value``."""
+        number_id = (value.get("metadata") or {}).get("phone_number_id")
+        if number_id != self.wa.phone_number_id:
+            log.warning("webhook_skipped reason=other_number phone_number_id=%s", number_id)
+            return
+        if value.get("statuses"):
+            log.debug("webhook_statuses n=%d", len(value["statuses"]))
+        for message in value.get("messages") or []:
+            wamid, sender = message.get("id"), str(message.get("from", ""))
+            if not wamid or not sender.isdigit():
+                log.warning("webhook_skipped reason=no_id_or_sender id=%s", wamid)
+                continue
+            kind = str(message.get("type", "unknown"))
+            if not await self.store.claim(wamid, int(sender), kind):
+                log.info("whatsapp_duplicate message_id=%s chat_id=%s", wamid, sender)
+                continue
+            task = asyncio.create_task(self.handle(message))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def handle(self, message: dict[str, Any]) -> None:
+        """Answer one claimed message and store its outcome; never raises."""
+        wamid, wa_id = message["id"], message["from"]
+        asker = Asker(int(wa_id), user_id=int(wa_id))
+        start = time.perf_counter()
+        reply, outcome = Reply([]), "no_reply"
+        try:
+            reply = await self.reply_to(asker, message)
+            outcome = await self.send(wa_id, reply)
+        except Exception:  # a bug must not kill the server or lose the outcome
+            log.exception("whatsapp_error chat_id=%s message_id=%s", wa_id, wamid)
+            outcome = "error"
+            chat = await self.services.db.get_chat_settings(asker.chat_id)
+            await self.send(wa_id, Reply([t("error", ui_language(chat.lang, asker))]))
+        reply_ms = (time.perf_counter() - start) * 1e3
+        if reply.decision_id is not None:
+            await self.services.db.set_reply_ms(reply.decision_id, reply_ms)
+        await self.store.finish(wamid, reply.decision_id, outcome)
+        log.info("whatsapp_reply frontend=whatsapp chat_id=%s message_id=%s type=%s "
+                 "decision_id=%s outcome=%s ms=%.0f", wa_id, wamid, message.get("type"),
+                 reply.decision_id, outcome, reply_ms)
+
+    async def reply_to(self, asker: Asker, message: dict[str, Any]) -> Reply:
+        """The reply to one message, from the shared service functions."""
+        services, kind = self.services, message.get("type")
+        if self.wa.allowed_numbers and message["from"] not in self.wa.allowed_numbers:
+            log.warning("not_allowed frontend=whatsapp chat_id=%s", message["from"])
+            chat = await services.db.get_chat_settings(asker.chat_id)
+            return Reply([t("not_allowed", ui_language(chat.lang, asker))])
+        if kind == "text":
+            text = str((message.get("text") or {}).get("body", ""))
+            command = plain_command(text)
+            if command is None:
+                return await answer_text(services, asker, text)
+            return await self._command(asker, *command)
+        if kind == "audio":
+            media_id = str((message.get("audio") or {}).get("id", ""))
+            note = VoiceNote(None, None, fetch=lambda: self._fetch_audio(media_id))
+            return await answer_voice(services, asker, note)
+        log.info("unsupported_message frontend=whatsapp chat_id=%d kind=%s", asker.chat_id, kind)
+        return await notice_reply(services, asker, "unsupported_message")
+
+    async def _command(self, asker: Asker, name: str, arg: str | None) -> Reply:
+        match name:
+            case "start" | "help":
+                return await help_reply(self.services, asker)
+            case "why":
+                return await why_reply(self.services, asker)
+            case "lang":
+                return await lang_reply(self.services, asker, arg)
+            case "mode":
+                return await mode_reply(self.services, asker, arg)
+        return await notice_reply(self.services, asker, "unknown_command",
+                                  command=f"/{name[:32]}")
+
+    async def _fetch_audio(self, media_id: str) -> bytes:
+        """Look up and download ``media_id``; once more with a fresh URL if it expired.
+
+        Raises:
+            VoiceDownloadError: too big, or the media could not be fetched.
+        """
+        max_bytes = int(self.wa.max_media_mb * 2**20)
+        try:
+            try:
+                return await self.graph.download(await self.graph.media(media_id), max_bytes)
+            except GraphError as exc:
+                if exc.kind != "media_expired":
+                    raise
+                log.info("media_expired media_id=%s: looking it up again", media_id)
+                return await self.graph.download(await self.graph.media(media_id), max_bytes)
+        except GraphError as exc:
+            raise VoiceDownloadError(str(exc), is_too_big=exc.kind == "too_big",
+                                     max_mb=self.wa.max_media_mb) from exc
+
+    async def send(self, wa_id: str, reply: Reply) -> str:
+        """Send ``reply``'s messages as WhatsApp text; the outcome: ``replied n=<pieces>``,
+        ``no_reply`` or ``send_failed kind=<GraphError kind>`` (logged; later pieces dropped)."""
+        pieces = [p for message in reply.messages for p in split_text(to_whatsapp(message))]
+        for n, piece in enumerate(pieces):
+            try:
+                await self.graph.send_text(wa_id, piece)
+            except GraphError as exc:
+                log.warning("whatsapp_send_failed chat_id=%s kind=%s status=%d code=%s "
+                            "attempts=%d sent=%d/%d detail=%s", wa_id, exc.kind, exc.status,
+                            exc.code, exc.n_attempts, n, len(pieces), exc)
+                return f"send_failed kind={exc.kind}"
+        return f"replied n={len(pieces)}" if pieces else "no_reply"
+
+    async def drain(self, timeout_s: float = 30.0) -> None:
+        """Wait for the messages being handled (at shutdown, and in tests)."""
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=timeout_s)
+
+    async def aclose(self) -> None:
+        await self.drain()
+        await self.graph.aclose()
+
+
+@asynccontextmanager
+async def serving(services: Services, wa: WhatsAppSettings,
+                  graph: GraphClient | None = None) -> AsyncIterator[tuple[WhatsAppFrontEnd, str]]:
+    """The front end listening on ``wa.listen``:``wa.port`` (0: any free port); yields it and
+    its base URL (``http://host:port``)."""
+    front = WhatsAppFrontEnd(services, wa, graph)
+    await front.store.ensure()
+    runner = web.AppRunner(front.make_app(), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, wa.listen, wa.port)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield front, f"http://{wa.listen}:{port}"
+    finally:
+        await runner.cleanup()
+        await front.aclose()
+
+
+async def _serve(settings: Settings, wa: WhatsAppSettings) -> None:
+    services = await Services.open(settings)
+    try:
+        async with serving(services, wa) as (_front, url):
+            log.info("whatsapp_listening url=%s%s graph=%s/%s phone_number_id=%s", url,
+                     wa.webhook_path, wa.api_base, wa.api_version, wa.phone_number_id)
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, stop.set)
+            await stop.wait()
+    finally:
+        await services.close()
+
+
+def run_whatsapp(settings: Settings, env: Mapping[str, str] | None = None) -> int:
+    """Serve the WhatsApp webhook until SIGINT/SIGTERM; the exit code (2: settings missing)."""
+    try:
+        wa = WhatsAppSettings.from_env(env)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    problem = wa.missing()
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    asyncio.run(_serve(settings, wa))
+    return 0
+
+
+if __name__ == "__main__":
+    from bot.app import main
+
+    sys.exit(main(["--whatsapp", *sys.argv[1:]]))

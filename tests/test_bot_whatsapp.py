@@ -1,0 +1,289 @@
+"""The WhatsApp front end end to end on 127.0.0.1: signed webhook POSTs (real HTTP, httpx) to the
+real aiohttp server, answers from the shared-sample index, replies and media through the Graph
+API stand-in, voice notes of real speech (espeak-ng, OGG/Opus) through the Sarvam stand-in.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import AsyncIterator
+from dataclasses import replace
+
+import httpx
+import pytest
+
+from bot.services import Services
+from bot.settings import BotSettings, Settings, TelegramSettings
+from bot.whatsapp import (
+    WhatsAppSettings,
+    plain_command,
+    serving,
+    split_text,
+    to_whatsapp,
+)
+from rag.generative import OpenRouterSettings
+from rag.stt import SarvamSettings
+from standins.sarvam import Reply, SarvamStandin
+from standins.whatsapp import (
+    FakeGraph,
+    audio_message,
+    encode,
+    other_message,
+    sign,
+    text_message,
+)
+from storage.db import Database
+from tests.voice_notes import make_voice_note, tools_available
+
+pytestmark = pytest.mark.skipif(not tools_available(), reason="needs espeak-ng and ffmpeg")
+
+SECRET = "app-secret-for-tests"
+VERIFY = "verify-me"
+WA_ID = "919800000001"
+XBOX = "How much does an Xbox 360 cost?"
+CUCUMBER_HI = "छोटे खीरे में कैलोरी की मात्रा"
+DEVANAGARI = re.compile(r"[\u0900-\u097F]")
+CITATION = re.compile(r"1\. ```(en|hi)-\d+-\d+``` · ")
+
+
+@pytest.fixture
+async def graph() -> AsyncIterator[FakeGraph]:
+    async with FakeGraph() as fake:
+        yield fake
+
+
+@pytest.fixture
+async def sarvam() -> AsyncIterator[SarvamStandin]:
+    async with SarvamStandin(api_key="test-key") as standin:
+        yield standin
+
+
+@pytest.fixture
+def bot_settings(tmp_path, settings, sarvam) -> Settings:
+    return Settings(
+        rag=settings,
+        sarvam=SarvamSettings(api_key="test-key", base_url=sarvam.base_url, timeout_s=5.0,
+                              max_attempts=2, backoff_base_s=0.01),
+        openrouter=OpenRouterSettings(),
+        telegram=TelegramSettings(),
+        bot=BotSettings(db_path=tmp_path / "bot.sqlite3", rate_limit_n=0),
+    )
+
+
+@pytest.fixture
+def wa(graph) -> WhatsAppSettings:
+    return WhatsAppSettings(token=graph.token, phone_number_id=graph.phone_number_id,
+                            app_secret=SECRET, verify_token=VERIFY, api_base=graph.url,
+                            api_version=graph.version, listen="127.0.0.1", port=0,
+                            backoff_base_s=0.05, max_attempts=3)
+
+
+@pytest.fixture
+async def front(bot_settings, pipeline, wa):
+    services = await Services.open(bot_settings, pipeline)
+    try:
+        async with serving(services, wa) as (front_end, url):
+            async with httpx.AsyncClient(base_url=url) as http:
+                front_end.http = http
+                yield front_end
+    finally:
+        await services.close()
+
+
+async def post(front, payload: dict, *, secret: str = SECRET) -> httpx.Response:
+    """POST ``payload`` as Meta would: compact JSON, signed with ``secret``; then wait for the
+    background handling to finish."""
+    body = encode(payload)
+    response = await front.http.post(
+        front.wa.webhook_path, content=body,
+        headers={"Content-Type": "application/json", "X-Hub-Signature-256": sign(body, secret)})
+    await front.drain()
+    return response
+
+
+def bodies(graph: FakeGraph) -> list[str]:
+    return [s.body["text"]["body"] for s in graph.delivered()]
+
+
+async def decisions(db_path) -> int:
+    async with await Database.open(db_path) as db:
+        return await db.count_decisions()
+
+
+# ------------------------------------------------------------------------ webhook
+
+
+async def test_get_verification_echoes_the_challenge_only_with_the_verify_token(front):
+    ok = await front.http.get("/webhook", params={
+        "hub.mode": "subscribe", "hub.verify_token": VERIFY, "hub.challenge": "1158201444"})
+    assert ok.status_code == 200 and ok.text == "1158201444"
+    bad = await front.http.get("/webhook", params={
+        "hub.mode": "subscribe", "hub.verify_token": "guess", "hub.challenge": "1158201444"})
+    assert bad.status_code == 403 and "1158201444" not in bad.text
+
+
+async def test_bad_signature_is_refused_with_403_and_nothing_recorded(front, graph,
+                                                                      bot_settings):
+    payload = text_message(WA_ID, XBOX, message_id="wamid.forged")
+    response = await post(front, payload, secret="not-the-app-secret")
+    assert response.status_code == 403
+    body = encode(payload)  # a signature of other bytes (one changed character) fails too
+    tampered = await front.http.post("/webhook", content=body.replace(b"360", b"361"),
+                                     headers={"X-Hub-Signature-256": sign(body, SECRET)})
+    assert tampered.status_code == 403
+    unsigned = await front.http.post("/webhook", content=body)
+    assert unsigned.status_code == 403
+    await front.drain()
+    assert graph.sent == [] and await decisions(bot_settings.bot.db_path) == 0
+    assert await front.store.get("wamid.forged") is None
+
+
+# ------------------------------------------------------------------------ answers
+
+
+async def test_text_question_is_answered_with_citations_in_whatsapp_formatting(
+        front, graph, bot_settings):
+    response = await post(front, text_message(WA_ID, XBOX, message_id="wamid.q1"))
+    assert response.status_code == 200
+    [answer] = bodies(graph)
+    assert "*Sources*" in answer and CITATION.search(answer), answer
+    assert "<" not in answer and "&amp;" not in answer
+    assert graph.delivered()[0].body["to"] == WA_ID
+    row = await front.store.get("wamid.q1")
+    assert row["status"] == "done" and row["chat_id"] == int(WA_ID)
+    assert row["decision_id"] is not None and row["outcome"] == "replied n=1"
+    async with await Database.open(bot_settings.bot.db_path) as db:
+        stored = await db.last_decision(int(WA_ID))
+    assert stored.id == row["decision_id"] and stored.source == "text"
+    assert stored.reply_ms is not None
+
+
+async def test_hindi_voice_note_answered_in_devanagari_then_why_shows_the_chain(
+        front, graph, sarvam, bot_settings):
+    graph.add_media("MEDIA-hi-1", make_voice_note(CUCUMBER_HI, "hi"))
+    sarvam.enqueue(Reply(transcript=CUCUMBER_HI, language_code="hi-IN"))
+    response = await post(front, audio_message(WA_ID, "MEDIA-hi-1", message_id="wamid.v1"))
+    assert response.status_code == 200
+    [answer] = bodies(graph)
+    assert answer.startswith(f"_आपने कहा:_ {CUCUMBER_HI}"), answer
+    assert "*स्रोत*" in answer and CITATION.search(answer), answer
+    assert len(DEVANAGARI.findall(answer)) > 40
+    assert graph.media_lookups == ["MEDIA-hi-1"] and graph.downloads == ["MEDIA-hi-1"]
+    async with await Database.open(bot_settings.bot.db_path) as db:
+        stored = await db.last_decision(int(WA_ID))
+    assert stored.source == "voice" and stored.transcript == CUCUMBER_HI
+
+    await post(front, text_message(WA_ID, "why"))
+    why = bodies(graph)[1]
+    for stage in ("download", "transcode", "speech_to_text", "search"):
+        assert f"```{stage}```" in why, why
+    assert DEVANAGARI.search(why) and "<" not in why
+
+
+async def test_redelivered_message_is_answered_once(front, graph, bot_settings):
+    payload = text_message(WA_ID, XBOX, message_id="wamid.twice")
+    first, second = await post(front, payload), await post(front, payload)
+    assert first.status_code == second.status_code == 200
+    assert len(graph.delivered()) == 1 and await decisions(bot_settings.bot.db_path) == 1
+
+
+async def test_other_types_get_the_notice_and_commands_work_as_plain_words(front, graph):
+    await post(front, other_message(WA_ID, "image", {"id": "IMG1", "mime_type": "image/jpeg"}))
+    await post(front, text_message(WA_ID, "lang hi"))
+    await post(front, text_message(WA_ID, "/help"))
+    notice, lang, help_text = bodies(graph)
+    assert "I understand text questions and voice notes" in notice
+    assert DEVANAGARI.search(lang) and DEVANAGARI.search(help_text)
+
+
+async def test_429_is_honoured_then_the_reply_goes_out(front, graph, caplog):
+    graph.fail_next(429, retry_after_s=0.3)
+    with caplog.at_level(logging.INFO, logger="bot.whatsapp_graph"):
+        await post(front, text_message(WA_ID, XBOX, message_id="wamid.busy"))
+    refused, delivered = graph.sent
+    assert refused.status == 429 and delivered.status == 200
+    assert delivered.at_s - refused.at_s >= 0.3  # the server's Retry-After, not the 0.05 s base
+    assert "kind=rate_limited" in caplog.text and "wait_s=0.30" in caplog.text
+    assert (await front.store.get("wamid.busy"))["outcome"] == "replied n=1"
+
+
+async def test_closed_window_and_bad_token_are_logged_not_retried(front, graph, caplog):
+    graph.close_window(WA_ID)
+    with caplog.at_level(logging.WARNING, logger="bot.whatsapp"):
+        await post(front, text_message(WA_ID, XBOX, message_id="wamid.late"))
+    assert [s.status for s in graph.sent] == [400]
+    assert "kind=window_closed" in caplog.text
+    assert (await front.store.get("wamid.late"))["outcome"] == "send_failed kind=window_closed"
+    graph.sent.clear()
+    graph._closed.clear()
+    graph.fail_next(401, times=5)
+    await post(front, text_message(WA_ID, "help", message_id="wamid.token"))
+    assert [s.status for s in graph.sent] == [401]
+    assert (await front.store.get("wamid.token"))["outcome"] == "send_failed kind=unauthorized"
+
+
+async def test_5xx_retried_up_to_max_attempts(front, graph):
+    graph.fail_next(503, times=5)
+    await post(front, text_message(WA_ID, "help", message_id="wamid.down"))
+    assert [s.status for s in graph.sent] == [503, 503, 503]
+    assert (await front.store.get("wamid.down"))["outcome"] == "send_failed kind=server_error"
+
+
+async def test_expired_media_url_is_looked_up_again_and_oversize_audio_refused(
+        front, graph, sarvam, wa, bot_settings):
+    graph.add_media("MEDIA-x", make_voice_note(CUCUMBER_HI, "hi"))
+    sarvam.enqueue(Reply(transcript=CUCUMBER_HI, language_code="hi-IN"))
+    graph.expire_media("MEDIA-x")  # the first URL expired: a fresh lookup, then the answer
+    await post(front, audio_message(WA_ID, "MEDIA-x"))
+    assert graph.media_lookups == ["MEDIA-x", "MEDIA-x"]
+    assert graph.downloads == ["MEDIA-x", "MEDIA-x"]
+    [answer] = bodies(graph)
+    assert answer.startswith("_आपने कहा:_") and CITATION.search(answer), answer
+
+    graph.expire_media("MEDIA-x", n_downloads=2)  # expired again: says so, no third lookup
+    await post(front, audio_message(WA_ID, "MEDIA-x"))
+    assert graph.media_lookups.count("MEDIA-x") == 4
+    # before speech-to-text nothing tells the language: English (no interface language here)
+    assert "could not download" in bodies(graph)[1], bodies(graph)[1]
+
+    front.wa = replace(wa, max_media_mb=0.001)  # 1,048 bytes
+    graph.add_media("MEDIA-big", make_voice_note(CUCUMBER_HI, "hi"))
+    await post(front, audio_message(WA_ID, "MEDIA-big"))
+    assert graph.downloads.count("MEDIA-big") == 0  # refused by the lookup's file_size
+    assert "0.001 MB" in bodies(graph)[2], bodies(graph)[2]
+    async with await Database.open(bot_settings.bot.db_path) as db:
+        stored = await db.last_decision(int(WA_ID))
+    assert stored.result.trace.get("voice").decision == "voice_too_big"
+
+
+# ------------------------------------------------------------------------ pure parts
+
+
+def test_to_whatsapp_and_split_text():
+    assert to_whatsapp("<b>Sources</b>\n1. <code>en-1-2</code> · <i>a &lt;b&gt; &amp; c</i>") \
+        == "*Sources*\n1. ```en-1-2``` · _a <b> & c_"
+    long = "\n\n".join(["word " * 300] * 4)  # 4 paragraphs of 1,500 characters
+    pieces = split_text(long)
+    assert all(len(p) <= 4096 for p in pieces) and len(pieces) == 2
+    assert "".join(pieces).replace(" ", "").replace("\n", "") == \
+        long.replace(" ", "").replace("\n", "")
+    assert split_text("x" * 5000) == ["x" * 4096, "x" * 904]
+
+
+def test_plain_command():
+    assert plain_command("why") == ("why", None) and plain_command("Why?") == ("why", None)
+    assert plain_command("/why") == ("why", None) and plain_command("lang hi") == ("lang", "hi")
+    assert plain_command("/lang hi") == ("lang", "hi") and plain_command("HELP") == ("help", None)
+    assert plain_command("why is the sky blue") is None
+    assert plain_command("language of the people") is None and plain_command("") is None
+    assert plain_command("/foo bar") == ("foo", "bar")
+
+
+def test_settings_from_env_reads_port_and_numbers():
+    wa = WhatsAppSettings.from_env({"PORT": "5123", "WHATSAPP_ALLOWED_NUMBERS": "+91 98000 00001,"
+                                    "14155550100", "WHATSAPP_TOKEN": "t"})
+    assert wa.port == 5123 and wa.allowed_numbers == ("919800000001", "14155550100")
+    assert wa.missing() is not None and "PHONE_NUMBER_ID" in wa.missing()
+    with pytest.raises(ValueError, match="WHATSAPP_ALLOWED_NUMBERS"):
+        WhatsAppSettings.from_env({"WHATSAPP_ALLOWED_NUMBERS": "asha"})
