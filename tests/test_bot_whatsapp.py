@@ -6,7 +6,10 @@ API stand-in, voice notes of real speech (espeak-ng, OGG/Opus) through the Sarva
 from __future__ import annotations
 
 import logging
+import os
 import re
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import replace
 
@@ -34,6 +37,7 @@ from standins.whatsapp import (
     text_message,
 )
 from storage.db import Database
+from tests.conftest import ROOT
 from tests.voice_notes import make_voice_note, tools_available
 
 pytestmark = pytest.mark.skipif(not tools_available(), reason="needs espeak-ng and ffmpeg")
@@ -287,3 +291,17 @@ def test_settings_from_env_reads_port_and_numbers():
     assert wa.missing() is not None and "PHONE_NUMBER_ID" in wa.missing()
     with pytest.raises(ValueError, match="WHATSAPP_ALLOWED_NUMBERS"):
         WhatsAppSettings.from_env({"WHATSAPP_ALLOWED_NUMBERS": "asha"})
+
+
+def test_dev_whatsapp_demo_answers_a_hindi_voice_note_with_citation_then_why(sample_index_dir,
+                                                                             tmp_path):
+    """The acceptance demo: the real ``python -m bot --whatsapp`` child process."""
+    env = {**os.environ, "VOICE_RAG_INDEX_DIR": str(sample_index_dir),
+           "BOT_DB_PATH": str(tmp_path / "bot.sqlite3")}
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "dev_whatsapp.py")], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "webhook verification: 200 1158201444" in proc.stdout
+    assert "_आपने कहा:_ छोटे खीरे में कैलोरी की मात्रा" in proc.stdout
+    assert re.search(r"1\. ```hi-59804-\d+``` · हिंदी · स्कोर 0\.9\d\d", proc.stdout)
+    assert "```relevance_guard``` — passed" in proc.stdout and "(hi)" in proc.stdout
