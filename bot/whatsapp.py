@@ -9,9 +9,12 @@ Meta's webhook at ``WHATSAPP_WEBHOOK_PATH`` (``/webhook``):
   echoes ``hub.challenge``; anything else is 403.
 - ``POST``: the raw body's HMAC-SHA256 with ``WHATSAPP_APP_SECRET`` must equal the
   ``X-Hub-Signature-256`` header (constant-time compare) before anything is parsed: otherwise
-  403 and nothing is stored. Each message id (``wamid``) is then claimed in the
+  403 and nothing is stored. Each message (id ``wamid`` and JSON) is then claimed in the
   ``whatsapp_messages`` table (so a redelivery, even after a restart, is answered once), the
-  answer is 200 at once and the message is handled in the background.
+  answer is 200 at once and the message is handled in the background. Messages claimed but
+  not finished when the process died are handled at the next start; one sent more than
+  ``BOT_INBOX_MAX_AGE_S`` ago (Meta redelivers for days after an outage) gets the "reached me
+  too late" apology instead of an answer, as on Telegram.
 
 Handling uses the service functions the Telegram bot and the console use (``bot.questions``,
 ``bot.commands``): ``text`` is a question, unless it is a command (``why``, ``help``,
@@ -198,18 +201,30 @@ class MessageStore:
                     status TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'done')),
                     decision_id INTEGER,
                     outcome TEXT,
-                    done_at TEXT
+                    done_at TEXT,
+                    payload TEXT NOT NULL DEFAULT '{}'
                 )
                 """
             )
 
-    async def claim(self, message_id: str, chat_id: int, kind: str) -> bool:
-        """True the first time ``message_id`` is seen (now stored), False for a redelivery."""
+    async def claim(self, message: dict[str, Any]) -> bool:
+        """True the first time ``message["id"]`` is seen (now stored with the message's JSON),
+        False for a redelivery."""
         async with self.db._transaction() as conn:
             cursor = await conn.execute(
-                "INSERT OR IGNORE INTO whatsapp_messages (message_id, chat_id, kind, received_at)"
-                " VALUES (?, ?, ?, ?)", (message_id, chat_id, kind, _now()))
+                "INSERT OR IGNORE INTO whatsapp_messages (message_id, chat_id, kind, received_at,"
+                " payload) VALUES (?, ?, ?, ?, ?)",
+                (message["id"], int(message["from"]), str(message.get("type", "unknown")),
+                 _now(), json.dumps(message, ensure_ascii=False)))
             return cursor.rowcount == 1
+
+    async def pending(self) -> list[dict[str, Any]]:
+        """The messages claimed but never finished (a crash or kill while handling them), as
+        the webhook carried them, oldest first."""
+        async with self.db._conn.execute(
+                "SELECT payload FROM whatsapp_messages WHERE status = 'pending' "
+                "ORDER BY received_at") as cursor:
+            return [json.loads(row["payload"]) for row in await cursor.fetchall()]
 
     async def finish(self, message_id: str, decision_id: int | None, outcome: str) -> None:
         async with self.db._transaction() as conn:
@@ -221,6 +236,14 @@ class MessageStore:
         row = await self.db._fetchone("SELECT * FROM whatsapp_messages WHERE message_id = ?",
                                       (message_id,))
         return dict(row) if row is not None else None
+
+
+def _age_s(message: dict[str, Any]) -> float | None:
+    """Seconds since the user sent ``message`` (its ``timestamp``, Unix seconds), else None."""
+    try:
+        return time.time() - float(message["timestamp"])
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 async def _healthz(_request: web.Request) -> web.Response:
@@ -299,13 +322,23 @@ class WhatsAppFrontEnd:
             if not wamid or not sender.isdigit():
                 log.warning("webhook_skipped reason=no_id_or_sender id=%s", wamid)
                 continue
-            kind = str(message.get("type", "unknown"))
-            if not await self.store.claim(wamid, int(sender), kind):
+            if not await self.store.claim(message):
                 log.info("whatsapp_duplicate message_id=%s chat_id=%s", wamid, sender)
                 continue
-            task = asyncio.create_task(self.handle(message))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._spawn(message)
+
+    def _spawn(self, message: dict[str, Any]) -> None:
+        task = asyncio.create_task(self.handle(message))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def replay(self) -> int:
+        """Handle the messages a previous run claimed but did not finish; how many."""
+        pending = await self.store.pending()
+        for message in pending:
+            log.info("whatsapp_replay message_id=%s chat_id=%s", message["id"], message["from"])
+            self._spawn(message)
+        return len(pending)
 
     async def handle(self, message: dict[str, Any]) -> None:
         """Answer one claimed message and store its outcome; never raises."""
@@ -314,7 +347,14 @@ class WhatsAppFrontEnd:
         start = time.perf_counter()
         reply, outcome = Reply([]), "no_reply"
         try:
-            reply = await self.reply_to(asker, message)
+            age_s = _age_s(message)
+            if age_s is not None and age_s > self.services.settings.bot.inbox_max_age_s:
+                log.info("stale_question frontend=whatsapp chat_id=%s message_id=%s age_s=%.0f",
+                         wa_id, wamid, age_s)
+                chat = await self.services.db.get_chat_settings(asker.chat_id)
+                reply = Reply([t("stale_question", ui_language(chat.lang, asker))])
+            else:
+                reply = await self.reply_to(asker, message)
             outcome = await self.send(wa_id, reply)
         except Exception:  # a bug must not kill the server or lose the outcome
             log.exception("whatsapp_error chat_id=%s message_id=%s", wa_id, wamid)
@@ -412,6 +452,7 @@ async def serving(services: Services, wa: WhatsAppSettings,
     its base URL (``http://host:port``)."""
     front = WhatsAppFrontEnd(services, wa, graph)
     await front.store.ensure()
+    await front.replay()
     runner = web.AppRunner(front.make_app(), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, wa.listen, wa.port)

@@ -233,9 +233,9 @@ _wamids = itertools.count(1)
 
 
 def _envelope(wa_id: str, message: dict[str, Any], phone_number_id: str,
-              name: str) -> dict[str, Any]:
+              name: str, sent_at: float | None = None) -> dict[str, Any]:
     message = {"from": wa_id, "id": message.pop("id", None) or f"wamid.in.{next(_wamids)}",
-               "timestamp": str(int(time.time())), **message}
+               "timestamp": str(int(time.time() if sent_at is None else sent_at)), **message}
     return {"object": "whatsapp_business_account", "entry": [{
         "id": "102290129340398",
         "changes": [{"field": "messages", "value": {
@@ -249,11 +249,12 @@ def _envelope(wa_id: str, message: dict[str, Any], phone_number_id: str,
 
 
 def text_message(wa_id: str, body: str, *, message_id: str | None = None,
-                 phone_number_id: str = DEFAULT_PHONE_NUMBER_ID,
-                 name: str = "Asha") -> dict[str, Any]:
-    """A webhook payload carrying one text message from ``wa_id``."""
+                 phone_number_id: str = DEFAULT_PHONE_NUMBER_ID, name: str = "Asha",
+                 sent_at: float | None = None) -> dict[str, Any]:
+    """A webhook payload carrying one text message from ``wa_id``, sent at ``sent_at`` (Unix
+    seconds; default now)."""
     return _envelope(wa_id, {"id": message_id, "type": "text", "text": {"body": body}},
-                     phone_number_id, name)
+                     phone_number_id, name, sent_at)
 
 
 def audio_message(wa_id: str, media_id: str, *, voice: bool = True,

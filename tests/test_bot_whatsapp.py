@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
 
@@ -259,6 +260,37 @@ async def test_expired_media_url_is_looked_up_again_and_oversize_audio_refused(
     async with await Database.open(bot_settings.bot.db_path) as db:
         stored = await db.last_decision(int(WA_ID))
     assert stored.result.trace.get("voice").decision == "voice_too_big"
+
+
+async def test_message_claimed_before_a_crash_is_answered_at_the_next_start(front, graph):
+    [[change]] = [e["changes"] for e in text_message(WA_ID, XBOX, message_id="wamid.crash")
+                  ["entry"]]
+    [message] = change["value"]["messages"]
+    assert await front.store.claim(message)  # stored before the 200, then the process died
+    async with serving(front.services, front.wa) as (restarted, _url):
+        await restarted.drain()
+    [answer] = bodies(graph)
+    assert "*Sources*" in answer
+    assert (await front.store.get("wamid.crash"))["outcome"] == "replied n=1"
+    await post(front, text_message(WA_ID, XBOX, message_id="wamid.crash"))  # Meta retries
+    assert len(graph.delivered()) == 1
+
+
+async def test_a_question_delivered_late_gets_an_apology_not_an_answer(front, graph,
+                                                                       bot_settings):
+    sent_at = time.time() - bot_settings.bot.inbox_max_age_s - 60
+    await post(front, text_message(WA_ID, XBOX, message_id="wamid.old", sent_at=sent_at))
+    [apology] = bodies(graph)
+    assert "too late" in apology and await decisions(bot_settings.bot.db_path) == 0
+
+
+async def test_allow_list_by_number(front, graph, wa):
+    front.wa = replace(wa, allowed_numbers=("14155550100",))
+    await post(front, text_message(WA_ID, XBOX))
+    await post(front, text_message("14155550100", "help"))
+    refused, allowed = graph.delivered()
+    assert refused.body["to"] == WA_ID and "private" in refused.body["text"]["body"]
+    assert allowed.body["to"] == "14155550100" and "Hello" in allowed.body["text"]["body"]
 
 
 # ------------------------------------------------------------------------ pure parts
