@@ -18,17 +18,19 @@ Meta's webhook at ``WHATSAPP_WEBHOOK_PATH`` (``/webhook``):
 
 Handling uses the service functions the Telegram bot and the console use (``bot.questions``,
 ``bot.commands``): ``text`` is a question, unless it is a command (``why``, ``help``,
-``start``, ``lang hi``, ``mode generative``: as plain words, or any word with a leading
-slash); ``audio`` (voice notes and audio files) is looked up (``GET /{media-id}``),
+``start``, ``lang hi``, ``mode generative``, ``voice on``: as plain words, or any word with a
+leading slash); ``audio`` (voice notes and audio files) is looked up (``GET /{media-id}``),
 downloaded with the bearer token (at most ``WHATSAPP_MAX_MEDIA_MB``), transcoded and sent to
 Sarvam speech-to-text like a Telegram voice note; any other type gets the "I understand text
 questions and voice notes" notice. Replies go out with ``POST /{phone-number-id}/messages`` in
 WhatsApp's formatting (:func:`to_whatsapp`: ``*bold*``, ``_italic_``, no HTML), split at
-4,096 characters (:func:`split_text`). Rate limit (``BOT_RATE_LIMIT_*``) as on Telegram; the
-allow-list is ``WHATSAPP_ALLOWED_NUMBERS`` (wa_ids, i.e. phone numbers in international form
-without ``+``). Graph faults are handled by ``bot.whatsapp_graph``; a reply that still fails
-(token, permission, the 24-hour window, retries spent) is logged and its outcome stored, never
-retried forever.
+4,096 characters (:func:`split_text`); ``voice auto|on|off`` chooses spoken replies as on
+Telegram (default: a voice note back for a voice note), uploaded with ``POST
+/{phone-number-id}/media`` and sent as ``audio`` after the text. Rate limit
+(``BOT_RATE_LIMIT_*``) as on Telegram; the allow-list is ``WHATSAPP_ALLOWED_NUMBERS``
+(wa_ids, i.e. phone numbers in international form without ``+``). Graph faults are handled
+by ``bot.whatsapp_graph``; a reply that still fails (token, permission, the 24-hour window,
+retries spent) is logged and its outcome stored, never retried forever.
 
 Every message's row in ``whatsapp_messages`` keeps the chat id (the sender's number), the
 decision id (``decisions.id``, where the question's trace lives) and the outcome; the
@@ -56,13 +58,22 @@ from typing import Any
 
 from aiohttp import web
 
-from bot.commands import help_reply, lang_reply, mode_reply, notice_reply, why_reply
+from bot.commands import (
+    help_reply,
+    lang_reply,
+    mode_reply,
+    notice_reply,
+    voice_command_reply,
+    why_reply,
+)
 from bot.messages import t
 from bot.questions import VoiceDownloadError, answer_text, answer_voice
 from bot.services import Asker, Reply, Services, VoiceNote, ui_language
 from bot.settings import Settings
+from bot.voice_reply import make_voice, record_voice
 from bot.whatsapp_graph import GraphClient, GraphError
 from rag.settings import bounded, settings_from_env, wire_text
+from rag.types import Stage
 from storage.db import Database
 
 log = logging.getLogger(__name__)
@@ -71,7 +82,7 @@ WHATSAPP_TEXT_LIMIT = 4096
 """Characters per text message body (Cloud API reference, "Text object": body max 4096)."""
 PLAIN_COMMANDS = frozenset({"why", "help", "start"})
 """Commands recognised as a whole message without a slash (``why``, ``why?``)."""
-ARGUMENT_COMMANDS = frozenset({"lang", "mode"})
+ARGUMENT_COMMANDS = frozenset({"lang", "mode", "voice"})
 """Commands recognised without a slash when followed by at most one word (``lang hi``)."""
 
 
@@ -356,6 +367,8 @@ class WhatsAppFrontEnd:
             else:
                 reply = await self.reply_to(asker, message)
             outcome = await self.send(wa_id, reply)
+            if reply.speech is not None and outcome.startswith("replied"):
+                outcome += await self.send_voice(asker, wa_id, reply)
         except Exception:  # a bug must not kill the server or lose the outcome
             log.exception("whatsapp_error chat_id=%s message_id=%s", wa_id, wamid)
             outcome = "error"
@@ -399,6 +412,8 @@ class WhatsAppFrontEnd:
                 return await lang_reply(self.services, asker, arg)
             case "mode":
                 return await mode_reply(self.services, asker, arg)
+            case "voice":
+                return await voice_command_reply(self.services, asker, arg)
         return await notice_reply(self.services, asker, "unknown_command",
                                   command=f"/{name[:32]}")
 
@@ -434,6 +449,27 @@ class WhatsAppFrontEnd:
                             exc.code, exc.n_attempts, n, len(pieces), exc)
                 return f"send_failed kind={exc.kind}"
         return f"replied n={len(pieces)}" if pieces else "no_reply"
+
+    async def send_voice(self, asker: Asker, wa_id: str, reply: Reply) -> str:
+        """After the text: ``reply.speech`` as a voice note (Sarvam text-to-speech, OGG/Opus, as
+        on Telegram), uploaded and sent; its stages go to the decision's trace. The outcome's
+        suffix: `` voice=ok`` or `` voice=failed`` (the text stands either way)."""
+        assert reply.speech is not None
+        made = await make_voice(self.services, reply.speech)
+        stages = list(made.stages)
+        if made.audio is not None:
+            start = time.perf_counter()
+            try:
+                media_id = await self.graph.upload_audio(made.audio.ogg)
+                await self.graph.send_audio(wa_id, media_id)
+                decision, detail = "ok", (f"media {media_id}, {len(made.audio.ogg)} bytes, "
+                                          f"{made.audio.duration_s:.1f} s")
+            except GraphError as exc:
+                decision, detail = "failed", str(exc)
+            stages.append(Stage("send_voice", decision, detail,
+                                (time.perf_counter() - start) * 1e3))
+        await record_voice(self.services, asker, reply, stages)
+        return " voice=failed" if any(s.decision == "failed" for s in stages) else " voice=ok"
 
     async def drain(self, timeout_s: float = 30.0) -> None:
         """Wait for the messages being handled (at shutdown, and in tests)."""

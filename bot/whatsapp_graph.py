@@ -1,5 +1,6 @@
 """The WhatsApp Cloud API calls the WhatsApp front end makes, over httpx: send a text message,
-look up a media id, download the media with the bearer token (size-limited).
+look up a media id, download the media with the bearer token (size-limited), upload a voice
+note and send it.
 
 Faults (Graph's ``{"error": {"message", "code", …}}``) become :class:`GraphError` with a
 ``kind``:
@@ -83,6 +84,22 @@ class GraphClient:
         """
         payload = {"messaging_product": "whatsapp", "recipient_type": "individual", "to": to,
                    "type": "text", "text": {"preview_url": False, "body": body}}
+        answer = await self._call("POST", f"{self.phone_number_id}/messages", json=payload)
+        return str(answer["messages"][0]["id"])
+
+    async def upload_audio(self, data: bytes, mime_type: str = "audio/ogg") -> str:
+        """Upload ``data`` (an OGG/Opus voice note: WhatsApp shows OGG with the Opus codec as
+        a voice message) with ``POST /{phone-number-id}/media``; the media id."""
+        answer = await self._call(
+            "POST", f"{self.phone_number_id}/media",
+            data={"messaging_product": "whatsapp", "type": mime_type},
+            files={"file": ("voice.ogg", data, mime_type)})
+        return str(answer["id"])
+
+    async def send_audio(self, to: str, media_id: str) -> str:
+        """Send uploaded audio ``media_id`` to ``to``; the sent message's id."""
+        payload = {"messaging_product": "whatsapp", "recipient_type": "individual", "to": to,
+                   "type": "audio", "audio": {"id": media_id}}
         answer = await self._call("POST", f"{self.phone_number_id}/messages", json=payload)
         return str(answer["messages"][0]["id"])
 

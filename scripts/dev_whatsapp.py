@@ -5,12 +5,15 @@ stand-in (``python -m standins.sarvam``, scripted with the note's transcript), t
 ``python -m bot --whatsapp`` pointed at both; POSTs a signed webhook carrying a Hindi voice
 note ("छोटे खीरे में कैलोरी की मात्रा", calories in a small cucumber; real speech from
 espeak-ng as OGG/Opus, served by the stand-in's media endpoints), then a signed ``why``; prints
-both replies as WhatsApp would show their text; shuts everything down.
+both replies as WhatsApp would show their text, and the spoken reply sent after the answer
+(Sarvam text-to-speech, here the stand-in's espeak-ng voice, uploaded as OGG/Opus); shuts
+everything down.
 
     python scripts/dev_whatsapp.py             # index: VOICE_RAG_INDEX_DIR or data/index
 
 Needs espeak-ng and ffmpeg and a built index (``python -m rag build-index``). Exit code 0 when
-the answer is in Devanagari with a citation and ``why`` shows the chain.
+the answer is in Devanagari with a citation, an OGG/Opus voice note follows it, and ``why``
+shows the chain.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import asyncio
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -72,6 +76,19 @@ async def wait_ok(http: httpx.AsyncClient, url: str, proc: subprocess.Popen, log
     raise SystemExit(f"{url} not ready after {timeout_s} s:\n{log.read_text()[-3000:]}")
 
 
+async def wait_done(db_path: Path, n: int, timeout_s: float = 30) -> None:
+    """Until ``n`` messages are handled to the end (their voice stages in the trace too)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with sqlite3.connect(db_path) as conn:
+            (done,) = conn.execute(
+                "SELECT COUNT(*) FROM whatsapp_messages WHERE status = 'done'").fetchone()
+        if done >= n:
+            return
+        await asyncio.sleep(0.1)
+    raise SystemExit(f"{n} message(s) not handled after {timeout_s} s")
+
+
 async def webhook(http: httpx.AsyncClient, url: str, payload: dict) -> None:
     body = encode(payload)
     response = await http.post(url, content=body, headers={
@@ -120,6 +137,13 @@ async def demo(work: Path) -> bool:
             answer_text = answer.body["text"]["body"]
             print(f"\n--- reply to the Hindi voice note ({(time.perf_counter() - sent) * 1e3:.0f}"
                   f" ms) ---\n{answer_text}\n", flush=True)
+            [voice] = await graph.wait_for(1, 60, kind="audio")
+            ogg = graph.media_bytes(voice.body["audio"]["id"])
+            is_opus = ogg[:4] == b"OggS" and b"OpusHead" in ogg[:100]
+            print(f"--- voice reply ({(voice.at_s - answer.at_s) * 1e3:.0f} ms after the text) "
+                  f"---\nmedia {voice.body['audio']['id']}: {len(ogg)} bytes of "
+                  f"{'OGG/Opus' if is_opus else 'unknown audio'}\n", flush=True)
+            await wait_done(Path(bot_env["BOT_DB_PATH"]), 1)  # send_voice is traced last
             await webhook(http, f"{base}/webhook", text_message(WA_ID, "why"))
             why_text = (await graph.wait_for(2, 30))[1].body["text"]["body"]
             print(f"--- why ---\n{why_text}\n", flush=True)
@@ -132,13 +156,15 @@ async def demo(work: Path) -> bool:
                 proc.kill()
     return (answer_text.startswith(f"_आपने कहा:_ {QUESTION_HI}")
             and re.search(r"```hi-\d+-\d+```", answer_text) is not None
-            and "```relevance_guard``` — passed" in why_text)
+            and "```relevance_guard``` — passed" in why_text and is_opus
+            and "```send_voice``` — ok" in why_text)
 
 
 def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="voice-rag-whatsapp-"))
     ok = asyncio.run(demo(work))
-    print("OK: Devanagari answer with a citation; why shows the chain" if ok
+    print("OK: Devanagari answer with a citation, then an OGG/Opus voice note; why shows the "
+          "chain" if ok
           else f"FAILED (logs in {work})")
     return 0 if ok else 1
 

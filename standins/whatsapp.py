@@ -7,6 +7,9 @@ It speaks real HTTP (aiohttp) in the Graph API's wire format for the three calls
   "messages": [{"id": "wamid.…"}]}``; a body over 4,096 characters is refused (400, code 100),
   as is a reply to a number whose 24-hour customer-service window is closed
   (:meth:`FakeGraph.close_window`: 400, code 131047 "Re-engagement message").
+- ``POST /{version}/{phone-number-id}/media`` (multipart ``messaging_product``, ``type``,
+  ``file``): stores the upload and answers ``{"id"}``; a ``type: audio`` message must name an
+  uploaded (or added) media id, else 400, code 100.
 - ``GET /{version}/{media-id}``: the media's short-lived ``url``, ``mime_type``, ``sha256``
   and ``file_size``; unknown ids give 400, code 100.
 - ``GET /media/{media-id}`` (the ``url`` above): the bytes, only with the bearer token (else
@@ -88,6 +91,7 @@ class FakeGraph(LoopbackServer):
     sent: list[Sent] = field(default_factory=list)
     media_lookups: list[str] = field(default_factory=list)
     downloads: list[str] = field(default_factory=list)
+    uploads: list[str] = field(default_factory=list)
     _media: dict[str, _Media] = field(default_factory=dict)
     _failures: list[_Failure] = field(default_factory=list)
     _closed: set[str] = field(default_factory=set)
@@ -119,22 +123,27 @@ class FakeGraph(LoopbackServer):
         self._failures.extend([_Failure(status, code, message or f"scripted {status}",
                                         retry_after_s)] * times)
 
-    async def wait_for(self, n: int = 1, timeout: float = 20.0) -> list[Sent]:
-        """The first ``n`` messages sent with status 200 (waiting up to ``timeout`` s)."""
+    async def wait_for(self, n: int = 1, timeout: float = 20.0,
+                       kind: str | None = "text") -> list[Sent]:
+        """The first ``n`` messages of type ``kind`` (None: any) sent with status 200, waiting
+        up to ``timeout`` s."""
         assert self._changed is not None, "start the stand-in first"
         async with self._changed:
-            await asyncio.wait_for(self._changed.wait_for(lambda: len(self.delivered()) >= n),
-                                   timeout)
-        return self.delivered()[:n]
+            await asyncio.wait_for(self._changed.wait_for(
+                lambda: len(self.delivered(kind)) >= n), timeout)
+        return self.delivered(kind)[:n]
 
-    def delivered(self) -> list[Sent]:
-        return [s for s in self.sent if s.status == 200]
+    def delivered(self, kind: str | None = None) -> list[Sent]:
+        """Messages answered 200, in order; only those of type ``kind`` when given."""
+        return [s for s in self.sent
+                if s.status == 200 and (kind is None or s.body.get("type") == kind)]
 
     # ------------------------------------------------------------------ server
     def make_app(self) -> web.Application:
         self._changed = asyncio.Condition()
         app = web.Application(middlewares=[self._auth])
         app.router.add_post(f"/{self.version}/{{phone_number_id}}/messages", self._messages)
+        app.router.add_post(f"/{self.version}/{{phone_number_id}}/media", self._upload)
         app.router.add_get(f"/{self.version}/{{media_id}}", self._media_lookup)
         app.router.add_get("/media/{media_id}", self._download)
         return app
@@ -169,7 +178,10 @@ class FakeGraph(LoopbackServer):
         except json.JSONDecodeError:
             return _error(400, 100, "Invalid JSON body")
         to, text = body.get("to"), (body.get("text") or {}).get("body")
-        if body.get("messaging_product") != "whatsapp" or body.get("type") != "text" \
+        if body.get("type") == "audio":
+            text = "(audio)" if (body.get("audio") or {}).get("id") in self._media else None
+        if body.get("messaging_product") != "whatsapp" or body.get("type") not in ("text",
+                                                                                  "audio") \
                 or not isinstance(to, str) or not isinstance(text, str) or not text:
             status, response = 400, _error(400, 100, "(#100) Invalid parameter")
         elif len(text) > MAX_TEXT_CHARS:
@@ -188,6 +200,21 @@ class FakeGraph(LoopbackServer):
             })
         await self._record(body, status)
         return response
+
+    async def _upload(self, request: web.Request) -> web.StreamResponse:
+        form = await request.post()
+        upload = form.get("file")
+        if form.get("messaging_product") != "whatsapp" or not hasattr(upload, "file"):
+            return _error(400, 100, "(#100) The parameter file is required.")
+        media_id = f"up-{next(self._ids)}"
+        mime_type = str(form.get("type") or upload.content_type)
+        self._media[media_id] = _Media(upload.file.read(), mime_type)
+        self.uploads.append(media_id)
+        return web.json_response({"id": media_id})
+
+    def media_bytes(self, media_id: str) -> bytes:
+        """The bytes of an uploaded or added media id."""
+        return self._media[media_id].data
 
     async def _media_lookup(self, request: web.Request) -> web.StreamResponse:
         media_id = request.match_info["media_id"]

@@ -108,7 +108,8 @@ async def post(front, payload: dict, *, secret: str = SECRET) -> httpx.Response:
 
 
 def bodies(graph: FakeGraph) -> list[str]:
-    return [s.body["text"]["body"] for s in graph.delivered()]
+    """The text messages delivered, in order."""
+    return [s.body["text"]["body"] for s in graph.delivered("text")]
 
 
 async def decisions(db_path) -> int:
@@ -178,9 +179,17 @@ async def test_hindi_voice_note_answered_in_devanagari_then_why_shows_the_chain(
     async with await Database.open(bot_settings.bot.db_path) as db:
         stored = await db.last_decision(int(WA_ID))
     assert stored.source == "voice" and stored.transcript == CUCUMBER_HI
+    # a voice note back (voice auto): Sarvam's speech as OGG/Opus, uploaded, sent after the text
+    text_sent, [voice_sent] = graph.delivered("text")[0], graph.delivered("audio")
+    assert voice_sent.at_s > text_sent.at_s and voice_sent.body["to"] == WA_ID
+    ogg = graph.media_bytes(voice_sent.body["audio"]["id"])
+    assert ogg[:4] == b"OggS" and b"OpusHead" in ogg[:100]
+    assert (await front.store.get("wamid.v1"))["outcome"] == "replied n=1 voice=ok"
 
     await post(front, text_message(WA_ID, "why"))
     why = bodies(graph)[1]
+    assert "```text_to_speech``` — ok: hi-IN" in why and "```send_voice``` — ok: media up-" \
+        in why, why
     for stage in ("download", "transcode", "speech_to_text", "search"):
         assert f"```{stage}```" in why, why
     assert DEVANAGARI.search(why) and "<" not in why
@@ -197,9 +206,13 @@ async def test_other_types_get_the_notice_and_commands_work_as_plain_words(front
     await post(front, other_message(WA_ID, "image", {"id": "IMG1", "mime_type": "image/jpeg"}))
     await post(front, text_message(WA_ID, "lang hi"))
     await post(front, text_message(WA_ID, "/help"))
-    notice, lang, help_text = bodies(graph)
+    await post(front, text_message(WA_ID, "voice on"))
+    await post(front, text_message(WA_ID, XBOX))  # typed, with voice on: text, then a voice note
+    notice, lang, help_text, voice_on, answer = bodies(graph)
     assert "I understand text questions and voice notes" in notice
     assert DEVANAGARI.search(lang) and DEVANAGARI.search(help_text)
+    assert DEVANAGARI.search(voice_on) and "*स्रोत*" in answer  # 'lang hi' holds
+    assert len(graph.delivered("audio")) == 1
 
 
 async def test_429_is_honoured_then_the_reply_goes_out(front, graph, caplog):
@@ -337,3 +350,5 @@ def test_dev_whatsapp_demo_answers_a_hindi_voice_note_with_citation_then_why(sam
     assert "_आपने कहा:_ छोटे खीरे में कैलोरी की मात्रा" in proc.stdout
     assert re.search(r"1\. ```hi-59804-\d+``` · हिंदी · स्कोर 0\.9\d\d", proc.stdout)
     assert "```relevance_guard``` — passed" in proc.stdout and "(hi)" in proc.stdout
+    assert re.search(r"--- voice reply \(.*\n.*: \d+ bytes of OGG/Opus", proc.stdout)
+    assert "```send_voice``` — ok: media up-" in proc.stdout
