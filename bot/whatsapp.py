@@ -249,6 +249,18 @@ class MessageStore:
         return dict(row) if row is not None else None
 
 
+def _log_status(status: dict[str, Any]) -> None:
+    """A delivery status webhook: ``failed`` ones (Meta reports some refusals, e.g. the 24-hour
+    window, code 131047, only this way) as a warning with their error codes, others at debug."""
+    if status.get("status") != "failed":
+        log.debug("whatsapp_status message_id=%s status=%s", status.get("id"), status.get("status"))
+        return
+    errors = status.get("errors") or [{}]
+    log.warning("whatsapp_delivery_failed chat_id=%s message_id=%s code=%s title=%s",
+                status.get("recipient_id"), status.get("id"), errors[0].get("code"),
+                errors[0].get("title") or errors[0].get("message"))
+
+
 def _age_s(message: dict[str, Any]) -> float | None:
     """Seconds since the user sent ``message`` (its ``timestamp``, Unix seconds), else None."""
     try:
@@ -326,8 +338,8 @@ class WhatsAppFrontEnd:
         if number_id != self.wa.phone_number_id:
             log.warning("webhook_skipped reason=other_number phone_number_id=%s", number_id)
             return
-        if value.get("statuses"):
-            log.debug("webhook_statuses n=%d", len(value["statuses"]))
+        for status in value.get("statuses") or []:
+            _log_status(status)
         for message in value.get("messages") or []:
             wamid, sender = message.get("id"), str(message.get("from", ""))
             if not wamid or not sender.isdigit():

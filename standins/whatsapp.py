@@ -92,6 +92,7 @@ class FakeGraph(LoopbackServer):
     media_lookups: list[str] = field(default_factory=list)
     downloads: list[str] = field(default_factory=list)
     uploads: list[str] = field(default_factory=list)
+    n_requests: int = 0
     _media: dict[str, _Media] = field(default_factory=dict)
     _failures: list[_Failure] = field(default_factory=list)
     _closed: set[str] = field(default_factory=set)
@@ -150,6 +151,7 @@ class FakeGraph(LoopbackServer):
 
     @web.middleware
     async def _auth(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        self.n_requests += 1
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
         if request.headers.get("Authorization") != f"Bearer {self.token}":
@@ -300,6 +302,23 @@ def other_message(wa_id: str, kind: str, content: dict[str, Any], *,
     """A webhook payload of another type, e.g. ``kind="image"``, ``content={"id": "M9"}``."""
     return _envelope(wa_id, {"id": message_id, "type": kind, kind: content}, phone_number_id,
                      "Asha")
+
+
+def status_update(wa_id: str, message_id: str, status: str = "failed", *, code: int = 131047,
+                  title: str = "Re-engagement message",
+                  phone_number_id: str = DEFAULT_PHONE_NUMBER_ID) -> dict[str, Any]:
+    """A webhook payload of a delivery status (``sent``, ``delivered``, ``read``, ``failed``;
+    a failed one carries ``errors`` with ``code`` and ``title``)."""
+    entry: dict[str, Any] = {"id": message_id, "status": status,
+                             "timestamp": str(int(time.time())), "recipient_id": wa_id}
+    if status == "failed":
+        entry["errors"] = [{"code": code, "title": title}]
+    return {"object": "whatsapp_business_account", "entry": [{"id": "102290129340398", "changes": [
+        {"field": "messages", "value": {
+            "messaging_product": "whatsapp",
+            "metadata": {"display_phone_number": "15550783881",
+                         "phone_number_id": phone_number_id},
+            "statuses": [entry]}}]}]}
 
 
 def encode(payload: dict[str, Any]) -> bytes:

@@ -17,6 +17,7 @@ from dataclasses import replace
 import httpx
 import pytest
 
+from bot.ratelimit import RateLimiter
 from bot.services import Services
 from bot.settings import BotSettings, Settings, TelegramSettings
 from bot.whatsapp import (
@@ -35,6 +36,7 @@ from standins.whatsapp import (
     encode,
     other_message,
     sign,
+    status_update,
     text_message,
 )
 from storage.db import Database
@@ -306,6 +308,31 @@ async def test_allow_list_by_number(front, graph, wa):
     assert allowed.body["to"] == "14155550100" and "Hello" in allowed.body["text"]["body"]
 
 
+async def test_failed_delivery_status_is_logged_and_nothing_answered(front, graph, caplog):
+    with caplog.at_level(logging.WARNING, logger="bot.whatsapp"):
+        response = await post(front, status_update(WA_ID, "wamid.out.7"))
+    assert response.status_code == 200 and graph.sent == []
+    assert "whatsapp_delivery_failed chat_id=919800000001 message_id=wamid.out.7 code=131047" \
+        in caplog.text
+
+
+async def test_graph_timeouts_are_retried_then_given_up(front, graph, wa):
+    front.graph._http.timeout = httpx.Timeout(0.2)
+    graph.delay_s = 0.5
+    await post(front, text_message(WA_ID, "help", message_id="wamid.slow"))
+    assert (await front.store.get("wamid.slow"))["outcome"] == "send_failed kind=server_error"
+    assert graph.n_requests == wa.max_attempts  # each attempt timed out at 0.2 s
+
+
+async def test_rate_limit_as_on_telegram(front, graph):
+    front.services.limiter = RateLimiter(1, 60.0)
+    await post(front, text_message(WA_ID, XBOX))
+    await post(front, text_message(WA_ID, "help"))
+    await post(front, text_message(WA_ID, "help"))
+    answer, wait = bodies(graph)  # the third is dropped (logged)
+    assert "*Sources*" in answer and "wait" in wait.lower(), wait
+
+
 # ------------------------------------------------------------------------ pure parts
 
 
@@ -327,6 +354,17 @@ def test_plain_command():
     assert plain_command("why is the sky blue") is None
     assert plain_command("language of the people") is None and plain_command("") is None
     assert plain_command("/foo bar") == ("foo", "bar")
+
+
+def test_python_m_bot_whatsapp_without_its_settings_exits_2_with_one_line(sample_index_dir,
+                                                                         tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WHATSAPP_")}
+    env |= {"VOICE_RAG_INDEX_DIR": str(sample_index_dir),
+            "BOT_DB_PATH": str(tmp_path / "bot.sqlite3"), "WHATSAPP_TOKEN": "EAAG-x"}
+    proc = subprocess.run([sys.executable, "-m", "bot", "--whatsapp"], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "error: WHATSAPP_PHONE_NUMBER_ID is not set" in proc.stderr, proc.stderr
 
 
 def test_settings_from_env_reads_port_and_numbers():
