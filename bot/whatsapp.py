@@ -384,8 +384,11 @@ class WhatsAppFrontEnd:
         except Exception:  # a bug must not kill the server or lose the outcome
             log.exception("whatsapp_error chat_id=%s message_id=%s", wa_id, wamid)
             outcome = "error"
-            chat = await self.services.db.get_chat_settings(asker.chat_id)
-            await self.send(wa_id, Reply([t("error", ui_language(chat.lang, asker))]))
+            try:
+                chat = await self.services.db.get_chat_settings(asker.chat_id)
+                await self.send(wa_id, Reply([t("error", ui_language(chat.lang, asker))]))
+            except Exception:
+                log.exception("whatsapp_error_reply_failed chat_id=%s", wa_id)
         reply_ms = (time.perf_counter() - start) * 1e3
         if reply.decision_id is not None:
             await self.services.db.set_reply_ms(reply.decision_id, reply_ms)

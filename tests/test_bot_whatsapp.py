@@ -333,6 +333,19 @@ async def test_rate_limit_as_on_telegram(front, graph):
     assert "*Sources*" in answer and "wait" in wait.lower(), wait
 
 
+async def test_a_bug_while_answering_gets_an_apology_and_is_stored(front, graph, monkeypatch,
+                                                                   caplog):
+    async def broken(*_args):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr("bot.whatsapp.answer_text", broken)
+    await post(front, text_message(WA_ID, XBOX, message_id="wamid.bug"))
+    [apology] = bodies(graph)
+    assert "Something went wrong on my side" in apology
+    assert (await front.store.get("wamid.bug"))["outcome"] == "error"
+    assert "whatsapp_error chat_id=919800000001 message_id=wamid.bug" in caplog.text
+
+
 # ------------------------------------------------------------------------ pure parts
 
 
