@@ -369,6 +369,16 @@ def test_plain_command():
     assert plain_command("/foo bar") == ("foo", "bar")
 
 
+def test_bench_whatsapp_runs_and_reports_both_phases(sample_index_dir, tmp_path):
+    env = {**os.environ, "VOICE_RAG_INDEX_DIR": str(sample_index_dir)}
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_whatsapp.py"), "--n",
+                           "4"], env=env, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "4 typed questions, one at a time: webhook 200 after" in proc.stdout
+    assert "front end adds" in proc.stdout and "4 at once: webhook 200 after" in proc.stdout
+
+
 def test_python_m_bot_whatsapp_without_its_settings_exits_2_with_one_line(sample_index_dir,
                                                                          tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("WHATSAPP_")}
