@@ -10,6 +10,7 @@ import fcntl
 import json
 import os
 import shutil
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,9 @@ from rag.gate import AnswerabilityGate
 from rag.index import INDEX_VERSION, PassageIndex, build_index
 from rag.pipeline import Pipeline
 from rag.settings import RagSettings
+from standins.openai import OpenAIStandin
+from standins.sarvam import SarvamStandin
+from standins.telegram import FakeTelegram
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data" / "msmarco-xi-sample"
@@ -93,3 +97,23 @@ def settings(sample_index_dir) -> RagSettings:
 def pipeline(settings, encoder, sample_index) -> Pipeline:
     """The production pipeline: floors and the fitted answerability gate."""
     return Pipeline(settings, encoder, sample_index, AnswerabilityGate.load())
+
+
+# Loopback stand-ins of the remote services, one per test (the bot, voice-reply and WhatsApp
+# tests share them; a module defining its own fixture of the same name overrides these).
+@pytest.fixture
+async def tg() -> AsyncIterator[FakeTelegram]:
+    async with FakeTelegram() as fake:
+        yield fake
+
+
+@pytest.fixture
+async def sarvam() -> AsyncIterator[SarvamStandin]:
+    async with SarvamStandin(api_key="test-key") as standin:
+        yield standin
+
+
+@pytest.fixture
+async def llm() -> AsyncIterator[OpenAIStandin]:
+    async with OpenAIStandin(api_key="llm-key") as standin:
+        yield standin

@@ -9,7 +9,6 @@ import itertools
 import logging
 import re
 import time
-from collections.abc import AsyncIterator
 from dataclasses import replace
 
 import pytest
@@ -18,9 +17,8 @@ from bot.app import build_application, polling
 from bot.settings import BotSettings, Settings, TelegramSettings
 from rag.generative import OpenRouterSettings
 from rag.stt import SarvamSettings
-from standins.openai import OpenAIStandin
 from standins.openai import Reply as LlmReply
-from standins.sarvam import Reply, SarvamStandin
+from standins.sarvam import Reply
 from standins.telegram import Call, FakeTelegram, parse_html
 from storage.db import Database
 from tests.voice_notes import make_long_voice_note, make_voice_note, sine_ogg, tools_available
@@ -34,24 +32,6 @@ CUCUMBER_HI = "छोटे खीरे में कैलोरी की म
 DEVANAGARI = re.compile(r"[\u0900-\u097F]")
 STICKER = {"file_id": "F1", "file_unique_id": "U1", "type": "regular", "width": 512,
            "height": 512, "is_animated": False, "is_video": False}
-
-
-@pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as fake:
-        yield fake
-
-
-@pytest.fixture
-async def sarvam() -> AsyncIterator[SarvamStandin]:
-    async with SarvamStandin(api_key="test-key") as standin:
-        yield standin
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[OpenAIStandin]:
-    async with OpenAIStandin(api_key="llm-key") as standin:
-        yield standin
 
 
 @pytest.fixture

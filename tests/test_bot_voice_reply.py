@@ -22,9 +22,8 @@ from bot.settings import BotSettings, Settings, TelegramSettings
 from rag.generative import OpenRouterSettings
 from rag.stt import SarvamSettings
 from rag.tts import SarvamTTSSettings
-from standins.openai import OpenAIStandin
 from standins.openai import Reply as LlmReply
-from standins.sarvam import Reply, SarvamStandin
+from standins.sarvam import Reply
 from standins.telegram import Call, FakeTelegram, parse_html
 from storage.db import Database
 from tests.voice_notes import make_voice_note, tools_available
@@ -36,24 +35,6 @@ XBOX = "How much does an Xbox 360 cost?"
 PM = "Who is the Prime Minister of India?"
 CUCUMBER_HI = "छोटे खीरे में कैलोरी की मात्रा"
 DEVANAGARI = re.compile(r"[\u0900-\u097F]")
-
-
-@pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as fake:
-        yield fake
-
-
-@pytest.fixture
-async def sarvam() -> AsyncIterator[SarvamStandin]:
-    async with SarvamStandin(api_key="test-key") as standin:
-        yield standin
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[OpenAIStandin]:
-    async with OpenAIStandin(api_key="llm-key") as standin:
-        yield standin
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from bot.whatsapp import (
 )
 from rag.generative import OpenRouterSettings
 from rag.stt import SarvamSettings
-from standins.sarvam import Reply, SarvamStandin
+from standins.sarvam import Reply
 from standins.whatsapp import (
     FakeGraph,
     audio_message,
@@ -58,12 +58,6 @@ CITATION = re.compile(r"1\. ```(en|hi)-\d+-\d+``` · ")
 async def graph() -> AsyncIterator[FakeGraph]:
     async with FakeGraph() as fake:
         yield fake
-
-
-@pytest.fixture
-async def sarvam() -> AsyncIterator[SarvamStandin]:
-    async with SarvamStandin(api_key="test-key") as standin:
-        yield standin
 
 
 @pytest.fixture
