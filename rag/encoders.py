@@ -209,8 +209,9 @@ class OnnxEncoder:
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self.model_path = model_file(folder, variant)
         self._session = ort.InferenceSession(
-            str(model_file(folder, variant)), options, providers=["CPUExecutionProvider"]
+            str(self.model_path), options, providers=["CPUExecutionProvider"]
         )
         self._tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         self._tokenizer.no_truncation()

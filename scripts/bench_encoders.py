@@ -129,7 +129,9 @@ def sample_vectors(encoder, spec: str, passages, sample_key: str) -> np.ndarray:
         if (test_index / "meta.json").is_file():
             index = PassageIndex.load(test_index, encoder_name=encoder.name)
             return index.vectors(list(range(len(passages))))
-    out = CACHE / "bench-vectors" / f"{encoder.name.replace(':', '_')}-{sample_key[:16]}.npy"
+    model = getattr(encoder, "model_path", None)  # a re-export changes the weights, not the name
+    stamp = "" if model is None else f"-{model.with_name(model.name + '.data').stat().st_mtime_ns}"
+    out = CACHE / "bench-vectors" / f"{encoder.name.replace(':', '_')}{stamp}-{sample_key[:16]}.npy"
     if out.is_file():
         return np.load(out)
     out.parent.mkdir(parents=True, exist_ok=True)
