@@ -84,6 +84,9 @@ PLAIN_COMMANDS = frozenset({"why", "help", "start"})
 """Commands recognised as a whole message without a slash (``why``, ``why?``)."""
 ARGUMENT_COMMANDS = frozenset({"lang", "mode", "voice"})
 """Commands recognised without a slash when followed by at most one word (``lang hi``)."""
+MAX_WA_ID_DIGITS = 15
+"""Longest wa_id: a phone number in international form has at most 15 digits (ITU-T E.164)."""
+_LONE_SURROGATE_RE = re.compile(r"[\ud800-\udfff]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,13 +252,48 @@ class MessageStore:
         return dict(row) if row is not None else None
 
 
+def _scrub(value: Any) -> Any:
+    """``value`` (parsed JSON) with lone surrogates (``"\\ud83d"``: valid JSON, but no UTF-8
+    can store or send them) replaced by U+FFFD in every string, keys included.
+
+    Raises:
+        RecursionError: nesting deeper than Python's recursion limit.
+    """
+    if isinstance(value, str):
+        return _LONE_SURROGATE_RE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_scrub(v) for v in value]
+    if isinstance(value, dict):
+        return {_scrub(k): _scrub(v) for k, v in value.items()}
+    return value
+
+
+def _items(value: Any, key: str) -> list[dict[str, Any]]:
+    """The objects in ``value[key]`` (``messages``, ``statuses``); others logged and left out."""
+    items = value.get(key) or []
+    if not isinstance(items, list):
+        log.warning("webhook_skipped reason=not_a_list key=%s", key)
+        return []
+    for item in items:
+        if not isinstance(item, dict):
+            log.warning("webhook_skipped reason=not_an_object key=%s item=%r", key,
+                        str(item)[:80])
+    return [item for item in items if isinstance(item, dict)]
+
+
+def _is_wa_id(sender: str) -> bool:
+    """``sender`` is a wa_id: 1 to ``MAX_WA_ID_DIGITS`` ASCII digits (``str.isdigit`` alone
+    also takes ``²`` and ``٩``, which ``int`` rejects or reads as another number)."""
+    return 0 < len(sender) <= MAX_WA_ID_DIGITS and sender.isascii() and sender.isdigit()
+
+
 def _log_status(status: dict[str, Any]) -> None:
     """A delivery status webhook: ``failed`` ones (Meta reports some refusals, e.g. the 24-hour
     window, code 131047, only this way) as a warning with their error codes, others at debug."""
     if status.get("status") != "failed":
         log.debug("whatsapp_status message_id=%s status=%s", status.get("id"), status.get("status"))
         return
-    errors = status.get("errors") or [{}]
+    errors = [e for e in status.get("errors") or [] if isinstance(e, dict)] or [{}]
     log.warning("whatsapp_delivery_failed chat_id=%s message_id=%s code=%s title=%s",
                 status.get("recipient_id"), status.get("id"), errors[0].get("code"),
                 errors[0].get("title") or errors[0].get("message"))
@@ -306,7 +344,7 @@ class WhatsAppFrontEnd:
                 hmac.compare_digest(token.encode(), self.wa.verify_token.encode()):
             log.info("webhook_verified")
             return web.Response(text=query.get("hub.challenge", ""))
-        log.warning("webhook_verify_refused mode=%s", query.get("hub.mode"))
+        log.warning("webhook_verify_refused mode=%r", query.get("hub.mode", "")[:80])
         return web.Response(status=403, text="verification failed")
 
     def is_signed(self, body: bytes, header: str) -> bool:
@@ -322,29 +360,37 @@ class WhatsAppFrontEnd:
             log.warning("webhook_refused reason=bad_signature bytes=%d", len(body))
             return web.Response(status=403, text="bad signature")
         try:
-            payload = json.loads(body)
+            payload = _scrub(json.loads(body))
             values = [change["value"] for entry in payload.get("entry", [])
                       for change in entry.get("changes", []) if change.get("field") == "messages"]
-        except (ValueError, AttributeError, KeyError, TypeError) as exc:
-            log.warning("webhook_refused reason=malformed detail=%s", exc)
+        except (ValueError, AttributeError, KeyError, TypeError, RecursionError) as exc:
+            log.warning("webhook_refused reason=malformed detail=%s", str(exc)[:200])
             return web.Response(status=400, text="malformed payload")
         for value in values:
             await self._take(value)
         return web.Response(text="ok")
 
-    async def _take(self, value: dict[str, Any]) -> None:
-        """Claim and schedule the messages of one ``changes[].value``."""
-        number_id = (value.get("metadata") or {}).get("phone_number_id")
+    async def _take(self, value: Any) -> None:
+        """Claim and schedule the messages of one ``changes[].value``; parts not shaped as
+        Meta sends them are logged (``webhook_skipped``) and skipped, so they neither fail the
+        POST (Meta would redeliver it for days) nor keep the other messages from being
+        claimed."""
+        metadata = value.get("metadata") if isinstance(value, dict) else None
+        number_id = metadata.get("phone_number_id") if isinstance(metadata, dict) else None
         if number_id != self.wa.phone_number_id:
-            log.warning("webhook_skipped reason=other_number phone_number_id=%s", number_id)
+            log.warning("webhook_skipped reason=other_number phone_number_id=%r", number_id)
             return
-        for status in value.get("statuses") or []:
+        for status in _items(value, "statuses"):
             _log_status(status)
-        for message in value.get("messages") or []:
-            wamid, sender = message.get("id"), str(message.get("from", ""))
-            if not wamid or not sender.isdigit():
-                log.warning("webhook_skipped reason=no_id_or_sender id=%s", wamid)
+        for message in _items(value, "messages"):
+            wamid = message.get("id")
+            sender = message.get("from")
+            sender = str(sender) if isinstance(sender, str | int) else ""
+            if not isinstance(wamid, str) or not wamid or not _is_wa_id(sender):
+                log.warning("webhook_skipped reason=no_id_or_sender id=%r from=%r",
+                            str(wamid)[:80], sender[:80])
                 continue
+            message = {**message, "from": sender}
             if not await self.store.claim(message):
                 log.info("whatsapp_duplicate message_id=%s chat_id=%s", wamid, sender)
                 continue
@@ -405,13 +451,16 @@ class WhatsAppFrontEnd:
             chat = await services.db.get_chat_settings(asker.chat_id)
             return Reply([t("not_allowed", ui_language(chat.lang, asker))])
         if kind == "text":
-            text = str((message.get("text") or {}).get("body", ""))
+            text = message.get("text")
+            text = text.get("body") if isinstance(text, dict) else None
+            text = text if isinstance(text, str) else ""  # not shaped as Meta sends: empty
             command = plain_command(text)
             if command is None:
                 return await answer_text(services, asker, text)
             return await self._command(asker, *command)
         if kind == "audio":
-            media_id = str((message.get("audio") or {}).get("id", ""))
+            audio = message.get("audio")
+            media_id = str((audio if isinstance(audio, dict) else {}).get("id", ""))
             note = VoiceNote(None, None, fetch=lambda: self._fetch_audio(media_id))
             return await answer_voice(services, asker, note)
         log.info("unsupported_message frontend=whatsapp chat_id=%d kind=%s", asker.chat_id, kind)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +37,9 @@ RATE_LIMIT_CODES = frozenset({4, 80007, 130429, 131048, 131056})
 """Graph codes of throttling: app/account rate limits, throughput, spam rate, pair rate."""
 WINDOW_CLOSED_CODE = 131047
 """A free-form message outside the 24-hour customer-service window."""
+MEDIA_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,256}")
+"""A media id as a path segment: Meta's are digits; anything else (an absolute URL, ``../``)
+would send the bearer token to another host or path, so it is refused before any request."""
 
 
 class GraphError(Exception):
@@ -104,7 +108,14 @@ class GraphClient:
         return str(answer["messages"][0]["id"])
 
     async def media(self, media_id: str) -> Media:
-        """Look up ``media_id`` (from a webhook's ``audio.id``)."""
+        """Look up ``media_id`` (from a webhook's ``audio.id``).
+
+        Raises:
+            GraphError: ``bad_request`` for an id that is not one (see ``MEDIA_ID_RE``), with
+                no request made; as for any call otherwise.
+        """
+        if not MEDIA_ID_RE.fullmatch(media_id):
+            raise GraphError("bad_request", f"not a media id: {media_id[:80]!r}")
         answer = await self._call("GET", media_id)
         size = answer.get("file_size")
         return Media(str(answer["url"]), str(answer.get("mime_type", "")),

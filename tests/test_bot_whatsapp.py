@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from bot.ratelimit import RateLimiter
+from bot.repeats import RepeatFilter
 from bot.services import Services
 from bot.settings import BotSettings, Settings, TelegramSettings
 from bot.whatsapp import (
@@ -139,6 +140,80 @@ async def test_bad_signature_is_refused_with_403_and_nothing_recorded(front, gra
     await front.drain()
     assert graph.sent == [] and await decisions(bot_settings.bot.db_path) == 0
     assert await front.store.get("wamid.forged") is None
+
+
+async def post_body(front, body: bytes) -> httpx.Response:
+    """POST raw ``body`` with its valid signature (as only Meta, or whoever holds the app
+    secret, can); then wait for the background handling to finish."""
+    response = await front.http.post(front.wa.webhook_path, content=body, headers={
+        "Content-Type": "application/json", "X-Hub-Signature-256": sign(body, SECRET)})
+    await front.drain()
+    return response
+
+
+async def test_signed_but_malformed_payloads_get_no_500_and_good_messages_beside_them_answered(
+        front, graph, caplog):
+    """Meta retries a POST answered 500 for days, so one odd message must neither 500 nor stop
+    the other messages of its POST from being claimed."""
+    for body in (b"[" * 100_000 + b"]" * 100_000,  # nesting past the recursion limit
+                 b'{"entry":[{"changes":[{"field":"messages","value":"x"}]}]}',
+                 b'{"entry":[{"changes":[{"field":"messages","value":null}]}]}',
+                 b'{"entry":[{"changes":[{"field":"messages","value":{"metadata":"x"}}]}]}'):
+        response = await post_body(front, body)
+        assert response.status_code in (200, 400), (body[:80], response.status_code)
+    payload = text_message(WA_ID, "help", message_id="wamid.good")
+    value = payload["entry"][0]["changes"][0]["value"]
+    value["messages"][:0] = [
+        "junk", {"id": {"a": 1}, "from": WA_ID, "type": "text", "text": {"body": "help"}},
+        {"id": "wamid.sup", "from": "²³", "type": "text", "text": {"body": "help"}},
+        {"id": "wamid.long", "from": "9" * 40, "type": "text", "text": {"body": "help"}},
+        {"id": "wamid.arabic", "from": "٩١٩٨٠٠", "type": "text", "text": {"body": "help"}}]
+    value["statuses"] = ["x", {"id": "wamid.out.1", "status": "failed", "errors": ["x"]}]
+    with caplog.at_level(logging.WARNING, logger="bot.whatsapp"):
+        response = await post(front, payload)
+    assert response.status_code == 200
+    [reply] = graph.delivered()  # only the well-formed message, to the sender's own number
+    assert reply.body["to"] == WA_ID and "Hello" in reply.body["text"]["body"]
+    assert (await front.store.get("wamid.good"))["outcome"] == "replied n=1"
+    assert caplog.text.count("webhook_skipped") >= 5
+    # a lone surrogate (valid JSON, not storable as UTF-8) is read as U+FFFD and answered
+    message = f'{XBOX} \\ud83d'.encode()
+    body = encode(text_message(WA_ID, "QUESTION", message_id="wamid.surrogate")).replace(
+        b"QUESTION", message)
+    assert (await post_body(front, body)).status_code == 200
+    assert "*Sources*" in bodies(graph)[-1], bodies(graph)[-1]
+    # a numeric 'from' is the same sender as its string
+    payload = text_message(WA_ID, "help", message_id="wamid.int")
+    payload["entry"][0]["changes"][0]["value"]["messages"][0]["from"] = int(WA_ID)
+    await post(front, payload)
+    assert graph.delivered()[-1].body["to"] == WA_ID
+
+
+async def test_text_message_without_a_string_body_is_an_empty_message(front, graph):
+    front.services.repeats = RepeatFilter(0.0)  # each one answered, not "you asked this"
+    for text in (None, {"body": None}, "How much does an Xbox 360 cost?", {"body": ["x"]}):
+        payload = text_message(WA_ID, "")
+        payload["entry"][0]["changes"][0]["value"]["messages"][0]["text"] = text
+        await post(front, payload)
+    assert bodies(graph) == ["Your message is empty. Please ask a question."] * 4, bodies(graph)
+
+
+async def test_media_id_that_is_not_an_id_never_takes_the_token_elsewhere(front, graph):
+    async with FakeGraph() as elsewhere:
+        for media_id in (f"{elsewhere.url}/{elsewhere.version}/M1", "../v21.0/x", ""):
+            await post(front, audio_message(WA_ID, media_id))
+        assert elsewhere.n_requests == 0
+    assert graph.media_lookups == [] and graph.downloads == []
+    assert all("could not download" in b for b in bodies(graph)), bodies(graph)
+
+
+async def test_verification_log_line_cannot_be_forged_through_the_query(front, caplog):
+    with caplog.at_level(logging.WARNING, logger="bot.whatsapp"):
+        response = await front.http.get("/webhook", params={
+            "hub.mode": "x\n2026-12-01 INFO bot.whatsapp webhook_verified"})
+    assert response.status_code == 403
+    [record] = [r for r in caplog.records if "webhook_verify_refused" in r.getMessage()]
+    assert "\n" not in record.getMessage()
 
 
 # ------------------------------------------------------------------------ answers
