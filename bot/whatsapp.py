@@ -21,8 +21,9 @@ Handling uses the service functions the Telegram bot and the console use (``bot.
 ``start``, ``lang hi``, ``mode generative``, ``voice on``: as plain words, or any word with a
 leading slash); ``audio`` (voice notes and audio files) is looked up (``GET /{media-id}``),
 downloaded with the bearer token (at most ``WHATSAPP_MAX_MEDIA_MB``), transcoded and sent to
-Sarvam speech-to-text like a Telegram voice note; any other type gets the "I understand text
-questions and voice notes" notice. Replies go out with ``POST /{phone-number-id}/messages`` in
+Sarvam speech-to-text like a Telegram voice note; a ``reaction`` is logged, not answered; any
+other type gets the "I understand text questions and voice notes" notice. Replies go out
+with ``POST /{phone-number-id}/messages`` in
 WhatsApp's formatting (:func:`to_whatsapp`: ``*bold*``, ``_italic_``, no HTML), split at
 4,096 characters (:func:`split_text`); ``voice auto|on|off`` chooses spoken replies as on
 Telegram (default: a voice note back for a voice note), uploaded with ``POST
@@ -463,6 +464,12 @@ class WhatsAppFrontEnd:
             media_id = str((audio if isinstance(audio, dict) else {}).get("id", ""))
             note = VoiceNote(None, None, fetch=lambda: self._fetch_audio(media_id))
             return await answer_voice(services, asker, note)
+        if kind == "reaction":  # a 👍 on an answer, or its removal: feedback, not a question
+            reaction = message.get("reaction")
+            reaction = reaction if isinstance(reaction, dict) else {}
+            log.info("reaction frontend=whatsapp chat_id=%d message_id=%r emoji=%r",
+                     asker.chat_id, reaction.get("message_id"), reaction.get("emoji"))
+            return Reply([])
         log.info("unsupported_message frontend=whatsapp chat_id=%d kind=%s", asker.chat_id, kind)
         return await notice_reply(services, asker, "unsupported_message")
 

@@ -13,6 +13,8 @@ Faults (Graph's ``{"error": {"message", "code", …}}``) become :class:`GraphErr
   capped at ``max_backoff_s``;
 - ``window_closed`` (code 131047: a free-form reply more than 24 hours after the user's last
   message) and ``bad_request`` (other 4xx) are not retried: the API will refuse again;
+- ``bad_response``: a 200 that is not a JSON object, or a media lookup without a ``url``; not
+  retried (a send may have gone out);
 - ``media_expired`` (the download URL answered 404/410: it lives for 5 minutes) and
   ``too_big`` (over ``max_bytes`` by the lookup's ``file_size``, ``Content-Length`` or the
   bytes received) end a download.
@@ -117,9 +119,12 @@ class GraphClient:
         if not MEDIA_ID_RE.fullmatch(media_id):
             raise GraphError("bad_request", f"not a media id: {media_id[:80]!r}")
         answer = await self._call("GET", media_id)
-        size = answer.get("file_size")
-        return Media(str(answer["url"]), str(answer.get("mime_type", "")),
-                     int(size) if size is not None else None)
+        url, size = answer.get("url"), answer.get("file_size")
+        if not isinstance(url, str) or not url:
+            raise GraphError("bad_response", f"media lookup without a url: {str(answer)[:200]}",
+                             status=200)
+        return Media(url, str(answer.get("mime_type", "")),
+                     int(size) if isinstance(size, int | str) and str(size).isdigit() else None)
 
     async def download(self, media: Media, max_bytes: int) -> bytes:
         """The media's bytes, fetched from ``media.url`` with the bearer token.
@@ -161,7 +166,14 @@ class GraphClient:
                                    n_attempts=attempt)
             else:
                 if response.status_code == 200:
-                    return response.json()
+                    try:
+                        answer = response.json()
+                    except ValueError:
+                        answer = None
+                    if isinstance(answer, dict):
+                        return answer
+                    raise GraphError("bad_response", f"200 but not a JSON object: "
+                                     f"{response.text[:200]!r}", status=200, n_attempts=attempt)
                 error = _error_of(response, attempt)
                 retry_after_s = _retry_after_s(response)
             if error.kind not in ("rate_limited", "server_error") or attempt == self.max_attempts:

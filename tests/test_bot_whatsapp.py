@@ -207,6 +207,23 @@ async def test_media_id_that_is_not_an_id_never_takes_the_token_elsewhere(front,
     assert all("could not download" in b for b in bodies(graph)), bodies(graph)
 
 
+async def test_media_lookup_without_a_url_gets_could_not_download(front, graph):
+    graph.fail_next(200, code=0, message="not a media object")  # 200, but no url in it
+    await post(front, audio_message(WA_ID, "MEDIA-odd", message_id="wamid.odd"))
+    assert "could not download" in bodies(graph)[0], bodies(graph)
+    assert (await front.store.get("wamid.odd"))["outcome"] == "replied n=1"
+
+
+async def test_a_reaction_to_an_answer_is_logged_not_answered(front, graph, caplog):
+    with caplog.at_level(logging.INFO, logger="bot.whatsapp"):
+        await post(front, other_message(WA_ID, "reaction", {"message_id": "wamid.out.1",
+                                                            "emoji": "👍"},
+                                        message_id="wamid.thumb"))
+    assert graph.sent == []
+    assert (await front.store.get("wamid.thumb"))["outcome"] == "no_reply"
+    assert "reaction frontend=whatsapp chat_id=919800000001" in caplog.text
+
+
 async def test_verification_log_line_cannot_be_forged_through_the_query(front, caplog):
     with caplog.at_level(logging.WARNING, logger="bot.whatsapp"):
         response = await front.http.get("/webhook", params={
