@@ -72,7 +72,7 @@ async def handle_line(services: Services, asker: Asker, line: str) -> Reply | No
     line = line.strip()
     if not line:
         return None
-    command, _, arg = line.partition(" ")
+    command, _, arg = line.replace("\t", " ").partition(" ")  # "/voice<tab>off" too
     match command.lower():
         case "/start" | "/help":
             return await help_reply(services, asker)

@@ -218,6 +218,14 @@ async def test_lang_and_mode_without_argument_show_the_current_setting_and_usage
                                             "ઉપયોગ: /lang en | hi | gu | te | auto"]
 
 
+async def test_command_and_argument_separated_by_a_tab_or_spaces_work(services):
+    """As on Telegram, whose clients split a command's arguments at any whitespace."""
+    assert await ask(services, "/voice\toff") == ["Spoken replies: off. Answers come as text only."]
+    assert (await services.db.get_chat_settings(CONSOLE_CHAT_ID)).voice == "off"
+    [reply] = await ask(services, "/lang   hi")
+    assert reply.startswith("जवाब की भाषा"), reply
+
+
 @pytest.mark.parametrize(("lang", "note"), [
     ("en", "Without OPENROUTER_API_KEY, answers stay extractive (sentences quoted from the "
            "sources)."),
