@@ -102,11 +102,16 @@ def _cmd_ask(args: argparse.Namespace, settings: RagSettings) -> int:
         result = run_generative_cli(pipeline, args.query, args.lang, args.openrouter)
     else:
         result = pipeline.ask(args.query, lang=args.lang)
-    if args.json:
-        print(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
-    else:
-        print(format_result(result))
-    return 0 if result.is_answered else (2 if result.status.value == "error" else 1)
+    code = 0 if result.is_answered else (2 if result.status.value == "error" else 1)
+    try:
+        if args.json:
+            print(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
+        else:
+            print(format_result(result))
+        sys.stdout.flush()
+    except BrokenPipeError:  # `ask ... | head -3`: the reader left; the exit code still tells
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return code
 
 
 def _cmd_build_model(args: argparse.Namespace, settings: RagSettings) -> int:

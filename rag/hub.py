@@ -100,8 +100,8 @@ def _endpoint() -> str:
 
 def _unreachable(detail: str) -> CorpusError:
     return CorpusError(
-        f"cannot read {DATASET_ID} from the HuggingFace hub ({detail}). "
-        f"Use the offline sample instead: VOICE_RAG_CORPUS_PATH={FALLBACK_CORPUS}"
+        f"cannot read {DATASET_ID} from the HuggingFace hub ({detail}); "
+        f"the offline sample is at {FALLBACK_CORPUS} (VOICE_RAG_CORPUS_PATH)"
     )
 
 

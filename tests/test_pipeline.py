@@ -112,3 +112,14 @@ def test_cli_refusal_exits_1_and_states_floor(settings):
     )
     assert proc.returncode == 1
     assert "REFUSED-NO-MATCH" in proc.stdout and "floor 0.840 (en)" in proc.stdout
+
+
+def test_cli_refusal_exits_1_even_when_the_reader_left(settings):
+    # `python -m rag ask ... | head -1`: the pipe closes before the output is written.
+    env = {"VOICE_RAG_INDEX_DIR": str(settings.index_dir), "PATH": "/usr/bin:/bin"}
+    child = subprocess.Popen(
+        [sys.executable, "-m", "rag", "ask", "Who is the Prime Minister of India?"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+    )
+    child.stdout.close()
+    assert child.wait(timeout=120) == 1, child.stderr.read().decode()[-2000:]
