@@ -21,10 +21,7 @@ from tests.test_bot_telegram import (  # noqa: F401  (fixtures)
     XBOX,
     bot,
     bot_settings,
-    llm,
     replies,
-    sarvam,
-    tg,
 )
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

@@ -19,7 +19,7 @@ import pytest
 import tests.test_bot_telegram as tbt
 from standins.telegram import FakeTelegram
 from tests.test_bot_process import bot_env, bot_process, free_port
-from tests.test_bot_telegram import bot, bot_settings, llm, sarvam, tg  # noqa: F401  (fixtures)
+from tests.test_bot_telegram import bot, bot_settings  # noqa: F401  (fixtures)
 from tests.voice_notes import tools_available
 
 pytestmark = pytest.mark.skipif(not tools_available(), reason="needs ffmpeg")

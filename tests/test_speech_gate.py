@@ -17,10 +17,7 @@ from tests.test_bot_telegram import (  # noqa: F401  (fixtures)
     bot,
     bot_settings,
     last_decision,
-    llm,
     replies,
-    sarvam,
-    tg,
 )
 from tests.voice_notes import (
     NOISE_RATE_HZ,
