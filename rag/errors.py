@@ -36,3 +36,9 @@ class ServiceError(RagError):
     def __init__(self, service: str, reason: str, detail: str = "") -> None:
         self.service, self.reason, self.detail = service, reason, detail
         super().__init__(f"{service}: {reason}" + (f" ({detail})" if detail else ""))
+
+
+class ModelFileError(RagError):
+    """A fitted model file (``rag/gate_model.json``, ``rag/selector_model.json``) is missing,
+    unreadable, or fitted for other features than the code computes; ``str(err)`` names the
+    file and the refit command."""

@@ -14,13 +14,13 @@ queries and off-corpus questions (out of fold by query_id; coefficients and thre
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
+from rag.fitted import read_model_file
 from rag.selection import FEATURES as SELECTION_FEATURES
 from rag.selection import Selection
 from rag.types import Hit
@@ -109,13 +109,8 @@ class AnswerabilityGate:
 
     @classmethod
     def load(cls, path: Path = MODEL_PATH) -> AnswerabilityGate:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        if tuple(data["features"]) != FEATURES:
-            raise ValueError(
-                f"{path}: features {data['features']} != {FEATURES}; refit with "
-                "scripts/fit_answering.py"
-            )
-        return cls(data["models"])
+        """Raises ModelFileError (missing, unreadable or stale file, named)."""
+        return cls(read_model_file(path, FEATURES, ("models",))["models"])
 
     def decide(self, features: GateFeatures, lang: str) -> GateVerdict:
         m = self.models.get(lang) or self.models["all"]

@@ -17,7 +17,6 @@ few set look-ups and one matrix-vector product per question (~1-3 ms for 5 passa
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections import Counter
@@ -27,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rag.fitted import read_model_file
 from rag.text import STOPWORDS, content_tokens, split_sentences, token_matches, tokenize
 from rag.types import Hit, Passage
 
@@ -319,12 +319,8 @@ class AnswerSelector:
 
     @classmethod
     def load(cls, path: Path = MODEL_PATH) -> AnswerSelector:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        if tuple(data["features"]) != FEATURES:
-            raise ValueError(
-                f"{path}: features {data['features']} != {FEATURES}; refit with "
-                "scripts/fit_answering.py"
-            )
+        """Raises ModelFileError (missing, unreadable or stale file, named)."""
+        data = read_model_file(path, FEATURES, ("mean", "scale", "coef", "intercept"))
         return cls(
             np.asarray(data["mean"]),
             np.asarray(data["scale"]),

@@ -1,11 +1,16 @@
 """The answerability gate's signals, each on real passages, and its decisions on real questions."""
 
 import json
+import shutil
+from pathlib import Path
 
 import pytest
 
+import rag
+from rag.errors import ModelFileError
 from rag.gate import FEATURES, MODEL_PATH, AnswerabilityGate, gate_features
 from rag.pipeline import Prepared
+from rag.selection import AnswerSelector
 from rag.text import content_tokens, coverage
 from rag.types import Hit, Status, Trace
 
@@ -95,5 +100,40 @@ def test_gate_model_with_other_features_is_rejected(tmp_path):
     data["features"] = ["top_score"]
     bad = tmp_path / "gate.json"
     bad.write_text(json.dumps(data))
-    with pytest.raises(ValueError, match="refit with"):
+    with pytest.raises(ModelFileError, match="fitted for features.*rerun python3 scripts/fit"):
         AnswerabilityGate.load(bad)
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (None, "cannot read the model file"),
+    ('{"features": ["top_score"', "cannot read the model file"),
+    ("[1, 2]", "lacks features"),
+    ('{"features": []}', "lacks "),
+])
+def test_missing_or_broken_model_files_are_named(tmp_path, content, message):
+    path = tmp_path / "model.json"
+    if content is not None:
+        path.write_text(content)
+    for load in (AnswerabilityGate.load, AnswerSelector.load):
+        with pytest.raises(ModelFileError, match=message) as err:
+            load(path)
+        assert str(path) in str(err.value)
+
+
+def test_console_start_up_with_a_broken_model_file_is_one_line_and_exit_2(settings, tmp_path):
+    """A model file truncated on disk stops start-up with one line naming it (a RagError), not
+    a traceback."""
+    import os
+    import subprocess
+    import sys
+
+    broken = tmp_path / "rag"
+    shutil.copytree(Path(rag.__file__).parent, broken, ignore=shutil.ignore_patterns("__pycache__"))
+    (broken / "gate_model.json").write_text('{"features": [')
+    env = {**os.environ, "PYTHONPATH": str(tmp_path),
+           "VOICE_RAG_INDEX_DIR": str(settings.index_dir),
+           "BOT_DB_PATH": str(tmp_path / "bot.sqlite3")}
+    proc = subprocess.run([sys.executable, "-m", "bot", "--console"], input="", env=env,
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "gate_model.json" in proc.stderr and "Traceback" not in proc.stderr
