@@ -109,6 +109,17 @@ class _Transient(ServiceError):
         self.retry_after_s = retry_after_s
 
 
+def retry_wait_s(state: RetryCallState, base_s: float, max_s: float) -> float:
+    """Seconds to wait before the next attempt at a Sarvam call: the server's Retry-After when
+    the failure carried one, else exponential backoff ``base_s * 2**(attempt - 1)`` with ±25 %
+    jitter, capped at ``max_s`` (shared by the speech-to-text and text-to-speech clients)."""
+    exc = state.outcome.exception() if state.outcome else None
+    if isinstance(exc, _Transient) and exc.retry_after_s is not None:
+        return exc.retry_after_s
+    backoff = base_s * 2 ** (state.attempt_number - 1)
+    return min(max_s, backoff * random.uniform(0.75, 1.25))
+
+
 def sarvam_language_code(language: str | None) -> str:
     """Request ``language_code`` for a language: None/``auto``/``unknown`` -> ``unknown`` (detect),
     ``hi`` -> ``hi-IN``; a code with a region (``hi-IN``) is passed through."""
@@ -178,11 +189,7 @@ class SarvamSTT(ServiceClient):
         self.settings = settings
 
     def _wait_s(self, state: RetryCallState) -> float:
-        exc = state.outcome.exception() if state.outcome else None
-        if isinstance(exc, _Transient) and exc.retry_after_s is not None:
-            return exc.retry_after_s
-        backoff = self.settings.backoff_base_s * 2 ** (state.attempt_number - 1)
-        return min(self.settings.backoff_max_s, backoff * random.uniform(0.75, 1.25))
+        return retry_wait_s(state, self.settings.backoff_base_s, self.settings.backoff_max_s)
 
     def _log_retry(self, state: RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome else None

@@ -21,7 +21,6 @@ import binascii
 import io
 import logging
 import os
-import random
 import time
 import wave
 from collections.abc import Mapping
@@ -33,7 +32,13 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, sto
 from rag.errors import ServiceError
 from rag.http import ServiceClient
 from rag.settings import bounded, settings_from_env
-from rag.stt import SarvamSettings, _error_message, _parse_retry_after, _Transient
+from rag.stt import (
+    SarvamSettings,
+    _error_message,
+    _parse_retry_after,
+    _Transient,
+    retry_wait_s,
+)
 from rag.text import split_sentences
 
 logger = logging.getLogger(__name__)
@@ -208,11 +213,7 @@ class SarvamTTS(ServiceClient):
         self.settings = settings
 
     def _wait_s(self, state: RetryCallState) -> float:
-        exc = state.outcome.exception() if state.outcome else None
-        if isinstance(exc, _Transient) and exc.retry_after_s is not None:
-            return exc.retry_after_s
-        backoff = self.settings.backoff_base_s * 2 ** (state.attempt_number - 1)
-        return min(self.settings.backoff_max_s, backoff * random.uniform(0.75, 1.25))
+        return retry_wait_s(state, self.settings.backoff_base_s, self.settings.backoff_max_s)
 
     def _log_retry(self, state: RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome else None
