@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
@@ -120,6 +121,57 @@ def retry_wait_s(state: RetryCallState, base_s: float, max_s: float) -> float:
     return min(max_s, backoff * random.uniform(0.75, 1.25))
 
 
+async def sarvam_post(
+    client: httpx.AsyncClient,
+    path: str,
+    *,
+    timeout_s: float,
+    retry_after_max_s: float,
+    retry_after_variable: str,
+    **request: Any,
+) -> Any:
+    """One POST to a Sarvam endpoint (``request``: httpx's ``json``/``files``/``data``) and its
+    parsed JSON body, shared by the speech-to-text and text-to-speech clients.
+
+    Raises:
+        _Transient: worth another attempt — a timeout (after ``timeout_s`` seconds), a network
+            error, HTTP 5xx, or 429 whose Retry-After is at most ``retry_after_max_s`` seconds.
+        ServiceError: ``rate_limited`` (a longer Retry-After, naming ``retry_after_variable``),
+            ``unauthorized`` (401/403), ``bad_request`` (other 4xx), ``malformed`` (not JSON).
+    """
+    try:
+        response = await client.post(path, **request)
+    except httpx.TimeoutException as exc:
+        raise _Transient("timeout", f"{type(exc).__name__} after {timeout_s:g} s") from exc
+    except httpx.TransportError as exc:
+        raise _Transient("network", f"{type(exc).__name__}: {exc}") from exc
+    status = response.status_code
+    if status == 429:
+        retry_after_s = _parse_retry_after(response.headers.get("retry-after"))
+        detail = f"HTTP 429 {_error_message(response)}"
+        if retry_after_s is not None and retry_after_s > retry_after_max_s:
+            raise ServiceError(
+                SERVICE,
+                "rate_limited",
+                f"{detail}; Retry-After {retry_after_s:g} s exceeds "
+                f"{retry_after_max_s:g} s ({retry_after_variable})",
+            )
+        raise _Transient("rate_limited", detail, retry_after_s)
+    if status >= 500:
+        raise _Transient("server_error", f"HTTP {status} {_error_message(response)}")
+    if status in (401, 403):
+        detail = f"HTTP {status} {_error_message(response)}; check SARVAM_API_KEY"
+        raise ServiceError(SERVICE, "unauthorized", detail)
+    if status >= 400:
+        raise ServiceError(SERVICE, "bad_request", f"HTTP {status} {_error_message(response)}")
+    try:
+        return response.json()
+    except ValueError as exc:
+        raise ServiceError(
+            SERVICE, "malformed", f"HTTP {status} body is not JSON: {response.text[:120]!r}"
+        ) from exc
+
+
 def sarvam_language_code(language: str | None) -> str:
     """Request ``language_code`` for a language: None/``auto``/``unknown`` -> ``unknown`` (detect),
     ``hi`` -> ``hi-IN``; a code with a region (``hi-IN``) is passed through."""
@@ -204,46 +256,13 @@ class SarvamSTT(ServiceClient):
 
     async def _attempt(self, wav: bytes, language_code: str) -> dict:
         """One POST; returns the JSON body or raises ``_Transient``/``ServiceError``."""
-        try:
-            response = await self._client.post(
-                "/speech-to-text",
-                files={"file": ("audio.wav", wav, "audio/wav")},
-                data={"model": self.settings.model, "language_code": language_code},
-            )
-        except httpx.TimeoutException as exc:
-            raise _Transient(
-                "timeout", f"{type(exc).__name__} after {self.settings.timeout_s:g} s"
-            ) from exc
-        except httpx.TransportError as exc:
-            raise _Transient("network", f"{type(exc).__name__}: {exc}") from exc
-        status = response.status_code
-        if status == 429:
-            retry_after_s = _parse_retry_after(response.headers.get("retry-after"))
-            detail = f"HTTP 429 {_error_message(response)}"
-            if retry_after_s is not None and retry_after_s > self.settings.retry_after_max_s:
-                raise ServiceError(
-                    SERVICE,
-                    "rate_limited",
-                    f"{detail}; Retry-After {retry_after_s:g} s exceeds "
-                    f"{self.settings.retry_after_max_s:g} s (SARVAM_RETRY_AFTER_MAX_S)",
-                )
-            raise _Transient("rate_limited", detail, retry_after_s)
-        if status >= 500:
-            raise _Transient("server_error", f"HTTP {status} {_error_message(response)}")
-        if status in (401, 403):
-            raise ServiceError(
-                SERVICE,
-                "unauthorized",
-                f"HTTP {status} {_error_message(response)}; check SARVAM_API_KEY",
-            )
-        if status >= 400:
-            raise ServiceError(SERVICE, "bad_request", f"HTTP {status} {_error_message(response)}")
-        try:
-            body = response.json()
-        except ValueError as exc:
-            raise ServiceError(
-                SERVICE, "malformed", f"HTTP {status} body is not JSON: {response.text[:120]!r}"
-            ) from exc
+        body = await sarvam_post(
+            self._client, "/speech-to-text", timeout_s=self.settings.timeout_s,
+            retry_after_max_s=self.settings.retry_after_max_s,
+            retry_after_variable="SARVAM_RETRY_AFTER_MAX_S",
+            files={"file": ("audio.wav", wav, "audio/wav")},
+            data={"model": self.settings.model, "language_code": language_code},
+        )
         if not isinstance(body, dict) or not isinstance(body.get("transcript"), str):
             raise ServiceError(SERVICE, "malformed", f"no string 'transcript' in {str(body)[:120]}")
         return body

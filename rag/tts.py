@@ -34,10 +34,9 @@ from rag.http import ServiceClient
 from rag.settings import bounded, settings_from_env
 from rag.stt import (
     SarvamSettings,
-    _error_message,
-    _parse_retry_after,
     _Transient,
     retry_wait_s,
+    sarvam_post,
 )
 from rag.text import split_sentences
 
@@ -225,36 +224,13 @@ class SarvamTTS(ServiceClient):
     async def _attempt(self, text: str, language_code: str) -> tuple[bytes, str | None]:
         """One POST; (WAV bytes, request id) or raises ``_Transient``/``ServiceError``."""
         s = self.settings
-        try:
-            response = await self._client.post("/text-to-speech", json={
-                "text": text, "target_language_code": language_code, "model": s.model,
-                "speaker": s.speaker, "speech_sample_rate": s.sample_rate_hz,
-            })
-        except httpx.TimeoutException as exc:
-            raise _Transient("timeout", f"{type(exc).__name__} after {s.timeout_s:g} s") from exc
-        except httpx.TransportError as exc:
-            raise _Transient("network", f"{type(exc).__name__}: {exc}") from exc
-        status = response.status_code
-        if status == 429:
-            retry_after_s = _parse_retry_after(response.headers.get("retry-after"))
-            detail = f"HTTP 429 {_error_message(response)}"
-            if retry_after_s is not None and retry_after_s > s.retry_after_max_s:
-                raise ServiceError(SERVICE, "rate_limited",
-                                   f"{detail}; Retry-After {retry_after_s:g} s exceeds "
-                                   f"{s.retry_after_max_s:g} s (SARVAM_TTS_RETRY_AFTER_MAX_S)")
-            raise _Transient("rate_limited", detail, retry_after_s)
-        if status >= 500:
-            raise _Transient("server_error", f"HTTP {status} {_error_message(response)}")
-        if status in (401, 403):
-            raise ServiceError(SERVICE, "unauthorized",
-                               f"HTTP {status} {_error_message(response)}; check SARVAM_API_KEY")
-        if status >= 400:
-            raise ServiceError(SERVICE, "bad_request", f"HTTP {status} {_error_message(response)}")
-        try:
-            body = response.json()
-        except ValueError as exc:
-            raise ServiceError(SERVICE, "malformed",
-                               f"HTTP {status} body is not JSON: {response.text[:120]!r}") from exc
+        body = await sarvam_post(
+            self._client, "/text-to-speech", timeout_s=s.timeout_s,
+            retry_after_max_s=s.retry_after_max_s,
+            retry_after_variable="SARVAM_TTS_RETRY_AFTER_MAX_S",
+            json={"text": text, "target_language_code": language_code, "model": s.model,
+                  "speaker": s.speaker, "speech_sample_rate": s.sample_rate_hz},
+        )
         audios = body.get("audios") if isinstance(body, dict) else None
         if not isinstance(audios, list) or not audios or not all(
                 isinstance(a, str) for a in audios):
