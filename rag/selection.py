@@ -27,7 +27,14 @@ from pathlib import Path
 import numpy as np
 
 from rag.fitted import read_model_file
-from rag.text import STOPWORDS, content_tokens, split_sentences, token_matches, tokenize
+from rag.text import (
+    STOPWORDS,
+    content_tokens,
+    coverage,
+    split_sentences,
+    token_matches,
+    tokenize,
+)
 from rag.types import Hit, Passage
 
 MODEL_PATH = Path(__file__).with_name("selector_model.json")
@@ -270,16 +277,19 @@ def candidate_features(
             has_date = bool(_DATE.search(sentence))
             trigrams = _trigrams(set(content))
             dice = 2 * len(trigrams & query_trigrams) / max(len(trigrams) + len(query_trigrams), 1)
-            named = any(w[:1].isupper() for w in sentence.split() if w.lower().strip(
-                ".,;:!?()\"'") in set(novel)) if asks_name else False
+            novel_set = set(novel)
+            named = asks_name and any(
+                w[:1].isupper() and w.lower().strip(".,;:!?()\"'") in novel_set
+                for w in sentence.split()
+            )
             x = [
                 hit.score,
                 top_score - hit.score,
                 rank,
                 _weighted_share(weights, words),
-                sum(token_matches(t, words) for t in tokens) / max(len(tokens), 1),
+                coverage(tokens, sentence),
                 passage_share,
-                len(set(novel)) / max(len(set(content)), 1),
+                len(novel_set) / max(len(set(content)), 1),
                 math.log(len(sentence) + 1),
                 i == 0,
                 i / max(len(sentences) - 1, 1),
@@ -374,8 +384,9 @@ class AnswerSelector:
                 text = answer_text(best, partner)
                 partner = partner if text != best.text else None
         j = FEATURES.index("passage_idf_coverage")
-        coverage = max(float(c.features[j]) for c in ranked)
-        return Selection(shorten(text), best, runner_up, asked_kind(query), coverage, partner)
+        passage_coverage = max(float(c.features[j]) for c in ranked)
+        return Selection(shorten(text), best, runner_up, asked_kind(query), passage_coverage,
+                         partner)
 
 
 def answer_text(best: Candidate, partner: Candidate) -> str:

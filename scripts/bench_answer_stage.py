@@ -30,15 +30,14 @@ BASELINE_REF = "c0efda7"
 """The last commit before answer selection across passages (issue #9): top passage, best-covered
 sentence, gate on top cosine / coverage / group agreement."""
 ANSWER_STAGES = ("select_answer", "answerability_gate", "answer", "grounding_guard")
-"""Kept equal to ``STAGES`` in the measuring program below."""
 
 _MEASURE = r"""
 import json, sys
-STAGES = ("select_answer", "answerability_gate", "answer", "grounding_guard")
 from rag.pipeline import Pipeline
 from rag.settings import RagSettings
 pipeline = Pipeline.from_settings(RagSettings.from_env())
-questions = json.load(sys.stdin)
+job = json.load(sys.stdin)
+questions, STAGES = job["questions"], job["stages"]
 out = []
 for _ in range(2):  # the first pass warms caches; the second is reported
     out = []
@@ -66,7 +65,8 @@ def measure(code_dir: Path, texts: list[str]) -> np.ndarray:
 
     Returns float64 (len(texts), 4): answer-stage ms, embed ms, search ms, answered (0/1)."""
     env = {**os.environ, "PYTHONPATH": str(code_dir)}
-    proc = subprocess.run([sys.executable, "-c", _MEASURE], input=json.dumps(texts),
+    job = json.dumps({"questions": texts, "stages": ANSWER_STAGES})
+    proc = subprocess.run([sys.executable, "-c", _MEASURE], input=job,
                           capture_output=True, text=True, env=env, cwd=code_dir, check=True)
     return np.array(json.loads(proc.stdout.strip().splitlines()[-1]), dtype=np.float64)
 

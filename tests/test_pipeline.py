@@ -73,7 +73,7 @@ def test_answer_comes_from_sibling_translation_when_top_passage_is_in_another_la
     assert top_id.startswith("en-")
     assert result.answer_lang == "te"
     assert [c.lang for c in result.citations] == ["te", top_id[:2]]
-    assert "via sibling" in result.trace.get("answer").detail
+    assert "via sibling" in result.trace.get("select_answer").detail
 
 
 def test_bad_input_is_refused_before_embedding(pipeline):

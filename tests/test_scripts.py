@@ -21,3 +21,13 @@ def test_dev_bot_demo_answers_a_hindi_voice_note_with_citation_and_why(sample_in
     assert "--- voice reply" in proc.stdout and ": ogg/opus, " in proc.stdout  # spoken answer
     assert "text_to_speech — ok: hi-IN shubh bulbul:v3" in proc.stdout
 
+
+
+def test_answer_stage_benchmark_prints_both_sides_and_their_ratio(sample_index_dir):
+    env = {**os.environ, "VOICE_RAG_INDEX_DIR": str(sample_index_dir)}
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_answer_stage.py"),
+                           "--questions", "6"], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "baseline c0efda7" in proc.stdout and "this checkout" in proc.stdout
+    assert "this checkout / baseline = " in proc.stdout
