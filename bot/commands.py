@@ -16,26 +16,32 @@ from bot.messages import language_name, t
 from bot.questions import rate_limited_reply
 from bot.render import render_trace
 from bot.services import Asker, Reply, Services, ui_language
-from storage.db import CHAT_LANGS, MODES, VOICE_MODES
+from storage.db import CHAT_LANGS, MODES, VOICE_MODES, ChatSettings
 from storage.inbox import decision_of_sent
 
 log = logging.getLogger(__name__)
 
 
-async def help_reply(services: Services, asker: Asker) -> Reply:
-    """The greeting and command list, in the chat's or the user's language."""
+async def _command_context(services: Services, asker: Asker) -> tuple[ChatSettings, str,
+                                                                      Reply | None]:
+    """What every command starts with: the chat's stored settings, the language to reply in,
+    and the rate limiter's notice when this message is over the limit (None when allowed; the
+    call counts the message)."""
     chat = await services.db.get_chat_settings(asker.chat_id)
     ui = ui_language(chat.lang, asker)
-    limited = rate_limited_reply(services, asker, ui)
+    return chat, ui, rate_limited_reply(services, asker, ui)
+
+
+async def help_reply(services: Services, asker: Asker) -> Reply:
+    """The greeting and command list, in the chat's or the user's language."""
+    _, ui, limited = await _command_context(services, asker)
     return limited if limited is not None else Reply([escape(t("help", ui))])
 
 
 async def notice_reply(services: Services, asker: Asker, key: str, **args: object) -> Reply:
     """The message ``key`` of ``bot.messages`` (formatted with ``args``) in the chat's or the
     user's language, e.g. ``unknown_command`` with ``command="/foo"``."""
-    chat = await services.db.get_chat_settings(asker.chat_id)
-    ui = ui_language(chat.lang, asker)
-    limited = rate_limited_reply(services, asker, ui)
+    _, ui, limited = await _command_context(services, asker)
     return limited if limited is not None else Reply([escape(t(key, ui, **args))])
 
 
@@ -43,8 +49,7 @@ async def why_reply(services: Services, asker: Asker, replied_to: int | None = N
     """The full decision chain of the chat's last question, or of the answer the bot sent as
     message ``replied_to`` ("why?" as a reply to it), from the database, so it survives
     restarts: each stage's decision, detail and milliseconds, in that question's language."""
-    chat = await services.db.get_chat_settings(asker.chat_id)
-    limited = rate_limited_reply(services, asker, ui_language(chat.lang, asker))
+    _, ui, limited = await _command_context(services, asker)
     if limited is not None:
         return limited
     if replied_to is not None:
@@ -52,11 +57,11 @@ async def why_reply(services: Services, asker: Asker, replied_to: int | None = N
         log.info("why_reply chat_id=%d replied_to=%d decision_id=%s", asker.chat_id, replied_to,
                  stored.id if stored else None)
         if stored is None:
-            return Reply([escape(t("why_not_an_answer", ui_language(chat.lang, asker)))])
+            return Reply([escape(t("why_not_an_answer", ui))])
     else:
         stored = await services.db.last_decision(asker.chat_id)
     if stored is None:
-        return Reply([escape(t("why_empty", ui_language(chat.lang, asker)))])
+        return Reply([escape(t("why_empty", ui))])
     result = stored.result
     return Reply(render_trace(result.trace, result.lang, query=result.query or stored.transcript))
 
@@ -65,9 +70,7 @@ async def lang_reply(services: Services, asker: Asker, arg: str | None) -> Reply
     """``/lang en|hi|gu|te|auto`` stores the chat's language (``auto``: the language asked
     in); without a valid argument, the language in force and the usage line."""
     choice = (arg or "").strip().lower()
-    chat = await services.db.get_chat_settings(asker.chat_id)
-    ui = ui_language(chat.lang, asker)
-    limited = rate_limited_reply(services, asker, ui)
+    chat, ui, limited = await _command_context(services, asker)
     if limited is not None:
         return limited
     if choice not in CHAT_LANGS:
@@ -85,10 +88,8 @@ async def mode_reply(services: Services, asker: Asker, arg: str | None) -> Reply
     without ``OPENROUTER_API_KEY`` says that answers stay extractive); without a valid argument,
     the mode in force and the usage line."""
     choice = (arg or "").strip().lower()
-    chat = await services.db.get_chat_settings(asker.chat_id)
-    ui = ui_language(chat.lang, asker)
+    chat, ui, limited = await _command_context(services, asker)
     has_llm_key = bool(services.settings.openrouter.api_key)
-    limited = rate_limited_reply(services, asker, ui)
     if limited is not None:
         return limited
     if choice not in MODES:
@@ -107,9 +108,7 @@ async def voice_command_reply(services: Services, asker: Asker, arg: str | None)
     (``auto``: only answers to voice notes); without a valid argument, the choice in force and
     the usage line. Without ``SARVAM_API_KEY`` the reply adds that answers stay text only."""
     choice = (arg or "").strip().lower()
-    chat = await services.db.get_chat_settings(asker.chat_id)
-    ui = ui_language(chat.lang, asker)
-    limited = rate_limited_reply(services, asker, ui)
+    chat, ui, limited = await _command_context(services, asker)
     if limited is not None:
         return limited
     if choice not in VOICE_MODES:
