@@ -27,9 +27,9 @@ from bot.repeats import Repeat
 from bot.services import Asker, Reply, Services, VoiceNote, script_language, ui_language
 from bot.speech import is_filler_only, measure_speech
 from bot.voice_reply import speech_for
+from clients.stt import Transcript
 from rag.errors import ServiceError
 from rag.generative import ask_generative
-from rag.stt import Transcript
 from rag.text import clean_query
 from rag.types import Result, Stage, Status, Trace
 from storage.db import ChatSettings, StoredDecision

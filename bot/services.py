@@ -18,11 +18,11 @@ from bot.ratelimit import RateLimiter
 from bot.repeats import RepeatFilter
 from bot.settings import Settings
 from bot.voice_cache import VoiceCache
+from clients.stt import SarvamSTT
+from clients.tts import SarvamTTS
 from rag.generative import OpenRouterClient
 from rag.language import detect_language, normalise_language
 from rag.pipeline import Pipeline
-from rag.stt import SarvamSTT
-from rag.tts import SarvamTTS
 from storage.db import Database
 
 log = logging.getLogger(__name__)

@@ -3,8 +3,8 @@
 Sections and their prefixes:
 
 - ``VOICE_RAG_*``   core floors, index and encoder (``rag.settings.RagSettings``)
-- ``SARVAM_*``      speech-to-text (``rag.stt.SarvamSettings``)
-- ``SARVAM_TTS_*``  spoken replies (``rag.tts.SarvamTTSSettings``)
+- ``SARVAM_*``      speech-to-text (``clients.stt.SarvamSettings``)
+- ``SARVAM_TTS_*``  spoken replies (``clients.tts.SarvamTTSSettings``)
 - ``OPENROUTER_*``  generative answers (``rag.generative.OpenRouterSettings``)
 - ``TELEGRAM_*``    token, API base URLs, webhook (:class:`TelegramSettings`)
 - ``BOT_*``         storage, limits and access (:class:`BotSettings`)
@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
+from clients.stt import SarvamSettings
+from clients.tts import SarvamTTSSettings
 from rag.generative import OpenRouterSettings
 from rag.settings import (
     DEFAULT_DATA_DIR,
@@ -26,8 +28,6 @@ from rag.settings import (
     settings_from_env,
     wire_text,
 )
-from rag.stt import SarvamSettings
-from rag.tts import SarvamTTSSettings
 
 
 @dataclass(frozen=True, slots=True)

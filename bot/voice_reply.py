@@ -23,8 +23,8 @@ from bot.audio import AudioError
 from bot.render import refusal_text
 from bot.services import Asker, Reply, Services, Speech
 from bot.voice_cache import VoiceAudio
+from clients.tts import LANGUAGE_CODES, tts_language_code
 from rag.errors import ServiceError
-from rag.tts import LANGUAGE_CODES, tts_language_code
 from rag.types import Result, Stage, Status
 
 with warnings.catch_warnings():

@@ -41,9 +41,9 @@ from dataclasses import dataclass
 import httpx
 import numpy as np
 
+from clients.http import ServiceClient
 from rag.errors import ServiceError
 from rag.guards import GroundingVerdict, check_grounding
-from rag.http import ServiceClient
 from rag.language import dominant_language
 from rag.pipeline import Pipeline, Prepared
 from rag.settings import bounded, settings_from_env, wire_text

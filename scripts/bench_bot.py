@@ -54,10 +54,10 @@ import httpx  # noqa: E402
 
 from bot.app import build_application, polling  # noqa: E402
 from bot.settings import Settings, TelegramSettings  # noqa: E402
+from clients.stt import SarvamSettings  # noqa: E402
+from clients.tts import join_wavs  # noqa: E402
 from rag.pipeline import Pipeline  # noqa: E402
 from rag.settings import SHARED_SAMPLE  # noqa: E402
-from rag.stt import SarvamSettings  # noqa: E402
-from rag.tts import join_wavs  # noqa: E402
 from standins.sarvam import synthesize_wav  # noqa: E402
 from standins.telegram import DEFAULT_TOKEN  # noqa: E402
 

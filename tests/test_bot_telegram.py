@@ -15,8 +15,8 @@ import pytest
 
 from bot.app import build_application, polling
 from bot.settings import BotSettings, Settings, TelegramSettings
+from clients.stt import SarvamSettings
 from rag.generative import OpenRouterSettings
-from rag.stt import SarvamSettings
 from standins.openai import Reply as LlmReply
 from standins.sarvam import Reply
 from standins.telegram import Call, FakeTelegram, parse_html

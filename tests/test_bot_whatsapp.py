@@ -28,8 +28,8 @@ from bot.whatsapp import (
     split_text,
     to_whatsapp,
 )
+from clients.stt import SarvamSettings
 from rag.generative import OpenRouterSettings
-from rag.stt import SarvamSettings
 from standins.sarvam import Reply
 from standins.whatsapp import (
     FakeGraph,

@@ -13,9 +13,9 @@ import pytest
 
 from bot.services import Services
 from bot.settings import BotSettings, Settings, TelegramSettings
+from clients.stt import SarvamSettings
 from rag.generative import OpenRouterSettings
 from rag.settings import RagSettings
-from rag.stt import SarvamSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""rag.stt.SarvamSTT over real HTTP against the Sarvam stand-in on 127.0.0.1."""
+"""clients.stt.SarvamSTT over real HTTP against the Sarvam stand-in on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import time
 import httpx
 import pytest
 
+from clients.stt import SarvamSettings, SarvamSTT, Transcript, sarvam_language_code
 from rag.errors import ServiceError
-from rag.stt import SarvamSettings, SarvamSTT, Transcript, sarvam_language_code
 from standins.sarvam import Reply, SarvamStandin, audio_key
 from tests.voice_notes import make_wav
 

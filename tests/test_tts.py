@@ -1,4 +1,4 @@
-"""rag.tts against the Sarvam stand-in on 127.0.0.1: real WAV speech (espeak-ng) over real HTTP,
+"""clients.tts against the Sarvam stand-in on 127.0.0.1: real WAV speech (espeak-ng) over real HTTP,
 retries, deadlines, long text split at sentence ends and joined, bad audio refused."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import wave
 
 import pytest
 
+from clients.stt import SarvamSettings
+from clients.tts import SarvamTTS, SarvamTTSSettings, split_for_speech, tts_language_code
 from rag.errors import ServiceError
-from rag.stt import SarvamSettings
-from rag.tts import SarvamTTS, SarvamTTSSettings, split_for_speech, tts_language_code
 from standins.sarvam import Reply, SarvamStandin
 
 KEY = "tts-key"

@@ -5,7 +5,7 @@ to 2500 characters"); longer text is split at sentence ends (:func:`split_for_sp
 part synthesised in turn, and the WAVs joined into one. A whole text has one deadline,
 ``total_timeout_s``, across its parts and their retries.
 
-Retries, as for speech-to-text (``rag.stt``): up to ``max_attempts`` attempts in total on 429
+Retries, as for speech-to-text (``clients.stt``): up to ``max_attempts`` attempts in total on 429
 (waiting ``Retry-After`` when sent), 5xx, timeouts and connection errors, with exponential
 backoff. Retries are logged; failures are not (the caller logs one line with its context). All
 surface as ``rag.errors.ServiceError("sarvam_tts", reason, detail)`` with ``reason`` one of
@@ -29,15 +29,15 @@ from dataclasses import dataclass
 import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
-from rag.errors import ServiceError
-from rag.http import ServiceClient
-from rag.settings import bounded, settings_from_env
-from rag.stt import (
+from clients.http import ServiceClient
+from clients.stt import (
     SarvamSettings,
     _Transient,
     retry_wait_s,
     sarvam_post,
 )
+from rag.errors import ServiceError
+from rag.settings import bounded, settings_from_env
 from rag.text import split_sentences
 
 logger = logging.getLogger(__name__)

@@ -29,8 +29,8 @@ from typing import Any
 import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
+from clients.http import ServiceClient
 from rag.errors import ServiceError
-from rag.http import ServiceClient
 from rag.language import normalise_language
 from rag.settings import bounded, settings_from_env, wire_text
 from rag.text import clean_text
