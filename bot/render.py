@@ -1,24 +1,28 @@
-"""Turn a :class:`rag.types.Result` or a trace into Telegram HTML messages. Pure: no Telegram.
+"""Turn a :class:`rag.types.Result` or a trace into Telegram HTML messages or plain text. Pure:
+no Telegram.
 
-Every piece of text from outside (answers, passages, transcripts, trace details) goes through
-``html.escape``; the only markup is ``<b>``, ``<i>`` and ``<code>``. Each returned string is at
-most 4096 characters (Telegram's message limit) and has balanced tags, so it can be sent with
-``parse_mode="HTML"`` as is.
+Users' words come from :mod:`bot.messages`, chosen by the result's typed ``reason`` and
+``fallback`` and filled with their numbers; no text of another layer is parsed. In HTML, every
+piece of text from outside (answers, passages, transcripts, trace details) goes through
+``html.escape``; the only markup is ``<b>``, ``<i>`` and ``<code>``. Each returned HTML string
+is at most 4096 characters (Telegram's message limit) and has balanced tags, so it can be sent
+with ``parse_mode="HTML"`` as is. The plain-text rendering (console, CLI) has the same
+paragraphs without markup.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from html import escape
 
 from bot.messages import language_name, t
 from rag.text import excerpt
-from rag.types import Citation, Result, Stage, Status, Trace
+from rag.types import Citation, Reason, ReasonCode, Result, Stage, Status, Trace
 
 TELEGRAM_TEXT_LIMIT = 4096
 """Characters per message (Telegram counts after entity parsing; raw HTML is longer, so safe)."""
-"""Longest passage excerpt shown under an answer, in characters (before escaping)."""
 TRANSCRIPT_CHARS = 300
 """Longest transcript echoed above a voice answer ("You said: …"), in characters: enough for
 any question the pipeline accepts to be recognisable, short of flooding the chat."""
@@ -33,7 +37,22 @@ hits with scores or a gate summary, are well under this; error texts can be long
 _UNIT_RE = re.compile(r"<[^<>]+>|&#?[A-Za-z0-9]+;|.", re.DOTALL)
 _TAG_RE = re.compile(r"<[^<>]+>")
 _TAG_NAME_RE = re.compile(r"<(/?)([A-Za-z][\w-]*)")
-_TOO_LONG_RE = re.compile(r"> ?(\d+)")
+
+
+@dataclass(frozen=True, slots=True)
+class Markup:
+    """How rendered text is marked up: ``text`` makes outside text safe, the others wrap it."""
+
+    text: Callable[[str], str]
+    bold: Callable[[str], str]
+    italic: Callable[[str], str]
+    code: Callable[[str], str]
+
+
+HTML = Markup(escape, "<b>{}</b>".format, "<i>{}</i>".format, "<code>{}</code>".format)
+"""Telegram's ``parse_mode="HTML"``."""
+PLAIN = Markup(str, str, str, str)
+"""Terminal text: no markup, nothing escaped."""
 
 
 def render_result(result: Result, lang: str, transcript: str | None = None) -> list[str]:
@@ -43,23 +62,31 @@ def render_result(result: Result, lang: str, transcript: str | None = None) -> l
     about ``TRANSCRIPT_CHARS``), then either the answer (with a low-confidence note when
     flagged, a note when the answer's passage is in another language, and one when generative
     mode fell back to the passage) followed by the cited passages (id, language, score to 3
-    decimals, the citation's excerpt), or the refusal/error wording;
-    ``refused-no-match`` states the best score and the floor to 3 decimals, and
-    ``refused-unanswerable`` that the closest passage (score above the floor) does not answer.
+    decimals, the citation's excerpt), or the refusal/error wording (:func:`refusal_text`).
 
     Returns:
         One or more messages, each at most ``TELEGRAM_TEXT_LIMIT`` characters with balanced
         tags (see :func:`split_message`).
     """
+    return split_message("\n\n".join(_result_paragraphs(result, lang, transcript, HTML)))
+
+
+def render_result_text(result: Result, lang: str, transcript: str | None = None) -> str:
+    """The same paragraphs as :func:`render_result`, as plain text (console, CLI), unsplit."""
+    return "\n\n".join(_result_paragraphs(result, lang, transcript, PLAIN))
+
+
+def _result_paragraphs(result: Result, lang: str, transcript: str | None,
+                       m: Markup) -> list[str]:
     parts: list[str] = []
     if transcript is not None:
         heard = excerpt(transcript, TRANSCRIPT_CHARS)
-        parts.append(f"<i>{escape(t('you_said', lang))}</i> {escape(heard)}")
+        parts.append(f"{m.italic(m.text(t('you_said', lang)))} {m.text(heard)}")
     if result.status is Status.ANSWERED:
-        parts.extend(_answer_parts(result, lang))
+        parts.extend(_answer_parts(result, lang, m))
     else:
-        parts.append(escape(_refusal_text(result, lang)))
-    return split_message("\n\n".join(parts))
+        parts.append(m.text(refusal_text(result, lang)))
+    return parts
 
 
 def render_trace(stages: Trace | Iterable[Stage], lang: str, query: str | None = None) -> list[str]:
@@ -87,55 +114,75 @@ def render_trace(stages: Trace | Iterable[Stage], lang: str, query: str | None =
     return split_message("\n".join(lines))
 
 
-FALLBACK_REASONS = {
-    "malformed": "fallback_malformed",
-    "malformed_output": "fallback_malformed",
-    "empty_answer": "fallback_unsupported",
-    "no_valid_citations": "fallback_unsupported",
-    "ungrounded": "fallback_unsupported",
-    "wrong_language": "fallback_language",
-}
-"""User-facing kind of each rag.generative fallback code (the code itself shows in /why); any
-other code (timeout, rate_limited, server_error, unauthorized, bad_request, network) is the
-service being unavailable."""
-
-
-def _answer_parts(result: Result, lang: str) -> list[str]:
-    parts = [escape(result.answer.strip())]
+def _answer_parts(result: Result, lang: str, m: Markup) -> list[str]:
+    parts = [m.text(result.answer.strip())]
     notes = []
     if result.is_low_confidence:
         notes.append(t("low_confidence", lang, score=_fmt(result.top_score),
                        floor=_fmt(result.floor)))
     if result.answer_lang and result.answer_lang != lang:
         notes.append(t("answer_from", lang, language=language_name(result.answer_lang, lang)))
-    fallback = result.trace.get("fallback")
-    if fallback is not None:  # generative mode answered extractively
-        reason = t(FALLBACK_REASONS.get(fallback.decision, "fallback_service"), lang)
+    if result.fallback is not None:  # generative mode answered extractively
+        reason = t(f"fallback_{result.fallback.kind}", lang)
         notes.append(t("generative_fallback", lang, reason=reason))
-    parts.extend(f"<i>{escape(note)}</i>" for note in notes)
+    parts.extend(m.italic(m.text(note)) for note in notes)
     if result.citations:
-        lines = [f"<b>{escape(t('sources', lang))}</b>"]
-        lines.extend(_citation(n, c, lang) for n, c in enumerate(result.citations, start=1))
+        lines = [m.bold(m.text(t("sources", lang)))]
+        lines.extend(_citation(n, c, lang, m) for n, c in enumerate(result.citations, start=1))
         parts.append("\n".join(lines))
     return parts
 
 
-def _citation(n: int, citation: Citation, lang: str) -> str:
+def _citation(n: int, citation: Citation, lang: str, m: Markup) -> str:
     head = (
-        f"{n}. <code>{escape(citation.passage_id)}</code> · "
-        f"{escape(language_name(citation.lang, lang))} · "
-        f"{escape(t('score', lang))} {citation.score:.3f}"
+        f"{n}. {m.code(m.text(citation.passage_id))} · "
+        f"{m.text(language_name(citation.lang, lang))} · "
+        f"{m.text(t('score', lang))} {citation.score:.3f}"
     )
-    return f"{head}\n<i>{escape(citation.excerpt)}</i>" if citation.excerpt else head
+    return f"{head}\n{m.italic(m.text(citation.excerpt))}" if citation.excerpt else head
+
+
+_BAD_INPUT_KEYS = {
+    ReasonCode.EMPTY: "bad_input_empty",
+    ReasonCode.TOO_SHORT: "bad_input_too_short",
+    ReasonCode.GARBLED: "bad_input_garbled",
+    ReasonCode.UNSUPPORTED_LANGUAGE: "bad_input_unsupported_language",
+    ReasonCode.INJECTION: "bad_input",
+}
+"""Message key of each input-guard refusal without numbers (``too_long`` states its limit)."""
 
 
 def refusal_text(result: Result, lang: str) -> str:
-    """The refusal or error sentence the reply shows for ``result``, as plain text (not
-    escaped) in ``lang``, with score and floor where it states them: what a spoken reply says."""
-    return _refusal_text(result, lang)
+    """The refusal or error sentence for ``result``, as plain text (not escaped) in ``lang``,
+    chosen by ``result.reason`` and stating its numbers (score, floor, character limit): what
+    the reply shows and a spoken reply says. A result stored before reasons were recorded
+    (``reason`` None) is worded from its status, score and floor."""
+    reason = result.reason
+    if reason is None:
+        return _status_text(result, lang)
+    score, floor = _fmt(reason.score), _fmt(reason.floor)
+    match reason.code:
+        case ReasonCode.TOO_LONG:
+            return t("bad_input_too_long", lang, max_chars=reason.max_chars)
+        case code if code in _BAD_INPUT_KEYS:
+            return t(_BAD_INPUT_KEYS[code], lang)
+        case ReasonCode.NO_PASSAGES:
+            return t("refused_no_passages", lang, floor=floor)
+        case ReasonCode.BELOW_FLOOR:
+            return t("refused_no_match", lang, score=score, floor=floor)
+        case ReasonCode.NOT_ANSWERABLE:
+            # the gate refuses after the relevance guard passed: the score is above the floor
+            return t("refused_unanswerable_scored", lang, score=score, floor=floor)
+        case ReasonCode.NO_CANDIDATE | ReasonCode.UNGROUNDED:
+            return _with_scores(t("refused_ungrounded", lang), reason.score, reason.floor, lang)
+        case ReasonCode.SPEECH_REFUSED if reason.key:
+            return t(reason.key, lang, **_limits(reason))
+        case _:
+            return t("error", lang)
 
 
-def _refusal_text(result: Result, lang: str) -> str:
+def _status_text(result: Result, lang: str) -> str:
+    """Wording of a result without a reason (rows stored before reasons were)."""
     score, floor = _fmt(result.top_score), _fmt(result.floor)
     match result.status:
         case Status.REFUSED_NO_MATCH if result.top_score is None:
@@ -144,30 +191,27 @@ def _refusal_text(result: Result, lang: str) -> str:
             return t("refused_no_match", lang, score=score, floor=floor)
         case Status.REFUSED_UNANSWERABLE if result.top_score is not None \
                 and result.floor is not None:
-            # the gate refuses after the relevance guard passed: the score is above the floor
             return t("refused_unanswerable_scored", lang, score=score, floor=floor)
         case Status.REFUSED_UNANSWERABLE | Status.REFUSED_UNGROUNDED:
             key = result.status.value.replace("-", "_")
-            text = t(key, lang)
-            if result.top_score is not None and result.floor is not None:
-                text += " " + t("score_line", lang, score=score, floor=floor)
-            return text
+            return _with_scores(t(key, lang), result.top_score, result.floor, lang)
         case Status.REFUSED_BAD_INPUT:
-            return _bad_input_text(result.message, lang)
+            return t("bad_input", lang)
         case _:
             return t("error", lang)
 
 
-def _bad_input_text(message: str, lang: str) -> str:
-    """Word ``rag.pipeline``'s ``"bad input: {reason} ({detail})"`` for the user."""
-    reason = message.removeprefix("bad input:").strip().split(" ", 1)[0]
-    if reason == "too_long":
-        limit = _TOO_LONG_RE.search(message)
-        return t("bad_input_too_long", lang, max_chars=limit.group(1)) if limit \
-            else t("bad_input", lang)
-    if reason in ("empty", "too_short", "garbled", "unsupported_language"):
-        return t(f"bad_input_{reason}", lang)
-    return t("bad_input", lang)
+def _with_scores(text: str, score: float | None, floor: float | None, lang: str) -> str:
+    """``text`` and the score line ("best score 0.861, floor 0.840") when both are known."""
+    if score is None or floor is None:
+        return text
+    return text + " " + t("score_line", lang, score=_fmt(score), floor=_fmt(floor))
+
+
+def _limits(reason: Reason) -> dict[str, str]:
+    """The limits a speech refusal states, formatted as its message expects (``20``, ``60``)."""
+    limits = {"max_s": reason.max_s, "max_mb": reason.max_mb}
+    return {name: f"{value:g}" for name, value in limits.items() if value is not None}
 
 
 def _fmt(value: float | None) -> str:

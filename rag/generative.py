@@ -48,7 +48,7 @@ from rag.language import dominant_language
 from rag.pipeline import Pipeline, Prepared
 from rag.settings import bounded, settings_from_env, wire_text
 from rag.text import clean_text, excerpt, split_sentences, tokenize
-from rag.types import Citation, Passage, Result, Status, Trace
+from rag.types import Citation, FallbackCode, Passage, Result, Status, Trace
 
 log = logging.getLogger(__name__)
 
@@ -321,7 +321,7 @@ class _Fallback(Exception):
 
     def __init__(self, reason: str, detail: str) -> None:
         super().__init__(f"{reason}: {detail}")
-        self.reason, self.detail = reason, detail
+        self.reason, self.detail = FallbackCode(reason), detail
 
 
 async def _request(client: OpenRouterClient, messages: list[dict[str, str]], trace: Trace,
@@ -491,9 +491,10 @@ async def ask_generative(
         try:
             result = await _answer(pipeline, client, prepared)
         except _Fallback as fb:
-            trace.add("fallback", fb.reason, f"answering extractively: {fb.detail}")
+            trace.add("fallback", fb.reason.value, f"answering extractively: {fb.detail}")
             log.warning("generative fallback reason=%s detail=%s", fb.reason, fb.detail)
             result = await asyncio.to_thread(pipeline.answer_extractive, prepared)
+            result.fallback = fb.reason
         log.info("generative done status=%s mode=%s n_citations=%d took_ms=%.0f",
                  result.status.value, result.mode, len(result.citations),
                  (time.perf_counter() - start) * 1000)

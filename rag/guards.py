@@ -13,6 +13,7 @@ import numpy as np
 
 from rag.settings import RagSettings
 from rag.text import clean_query, content_tokens, tokenize
+from rag.types import Reason, ReasonCode
 
 # Prompt-injection phrasings seen in public jailbreak lists and peer input guards (en, hi).
 _INJECTION = re.compile(
@@ -31,13 +32,18 @@ _SUPPORTED_SCRIPTS = ("LATIN", "DEVANAGARI", "GUJARATI", "TELUGU")
 
 @dataclass(frozen=True, slots=True)
 class InputVerdict:
-    """``reason`` is one of ok, empty, too_short, too_long, garbled, unsupported_language,
-    injection; ``text`` is the query with whitespace folded."""
+    """``text`` is the cleaned query; ``refusal`` is None when the query passes, else its
+    :class:`Reason` (codes ``empty``, ``too_short``, ``too_long``, ``garbled``,
+    ``unsupported_language``, ``injection``); ``detail`` is the operator's line for the trace."""
 
     is_ok: bool
-    reason: str
     text: str
-    detail: str = ""
+    detail: str
+    refusal: Reason | None = None
+
+
+def _refused(code: ReasonCode, text: str, detail: str, **numbers) -> InputVerdict:
+    return InputVerdict(False, text, detail, Reason(code, detail, **numbers))
 
 
 def check_input(query: str, settings: RagSettings) -> InputVerdict:
@@ -48,29 +54,27 @@ def check_input(query: str, settings: RagSettings) -> InputVerdict:
     text = clean_query(query or "")
     n_chars = len(text)
     if not text:
-        return InputVerdict(False, "empty", text, "no text")
+        return _refused(ReasonCode.EMPTY, text, "no text")
     if n_chars > settings.max_query_chars:
-        return InputVerdict(
-            False, "too_long", text, f"{n_chars} chars > {settings.max_query_chars}"
-        )
+        return _refused(ReasonCode.TOO_LONG, text, f"{n_chars} chars > {settings.max_query_chars}",
+                        n_chars=n_chars, max_chars=settings.max_query_chars)
     letters = [ch for ch in text if unicodedata.category(ch)[0] in "LM"]
     if len(letters) < settings.min_query_chars:
-        return InputVerdict(False, "too_short", text, f"{len(letters)} letters")
+        return _refused(ReasonCode.TOO_SHORT, text, f"{len(letters)} letters",
+                        n_letters=len(letters))
     scripts = [unicodedata.name(ch, "UNKNOWN").split(" ")[0] for ch in letters]
     n_supported = sum(s in _SUPPORTED_SCRIPTS for s in scripts)
     if n_supported < len(letters) / 2:
-        return InputVerdict(
-            False,
-            "unsupported_language",
-            text,
+        return _refused(
+            ReasonCode.UNSUPPORTED_LANGUAGE, text,
             f"{len(letters) - n_supported}/{len(letters)} letters outside en/hi/gu/te scripts",
         )
     if _INJECTION.search(text):
-        return InputVerdict(False, "injection", text, "prompt-injection phrasing")
+        return _refused(ReasonCode.INJECTION, text, "prompt-injection phrasing")
     garbled = _garbled_reason(text, len(letters))
     if garbled:
-        return InputVerdict(False, "garbled", text, garbled)
-    return InputVerdict(True, "ok", text, f"{n_chars} chars")
+        return _refused(ReasonCode.GARBLED, text, garbled)
+    return InputVerdict(True, text, f"{n_chars} chars")
 
 
 def _garbled_reason(text: str, n_letters: int) -> str:
@@ -93,11 +97,23 @@ def _garbled_reason(text: str, n_letters: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class RelevanceVerdict:
+    """The relevance guard's verdict; ``top_score`` and ``floor`` are cosines, ``lang`` the
+    query language whose floor applied."""
+
     is_ok: bool
     is_low_confidence: bool
     top_score: float | None
     floor: float
     detail: str
+    lang: str
+
+    @property
+    def refusal(self) -> Reason | None:
+        """None when the guard passed; else ``no_passages`` or ``below_floor`` with numbers."""
+        if self.is_ok:
+            return None
+        code = ReasonCode.NO_PASSAGES if self.top_score is None else ReasonCode.BELOW_FLOOR
+        return Reason(code, self.detail, score=self.top_score, floor=self.floor, lang=self.lang)
 
 
 def check_relevance(top_score: float | None, lang: str, settings: RagSettings) -> RelevanceVerdict:
@@ -108,16 +124,18 @@ def check_relevance(top_score: float | None, lang: str, settings: RagSettings) -
     floor = settings.floor(lang)
     if top_score is None:
         return RelevanceVerdict(
-            False, False, None, floor, f"no passages < floor {floor:.3f} ({lang})"
+            False, False, None, floor, f"no passages < floor {floor:.3f} ({lang})", lang
         )
     if top_score < floor:
         return RelevanceVerdict(
-            False, False, top_score, floor, f"top {top_score:.3f} < floor {floor:.3f} ({lang})"
+            False, False, top_score, floor, f"top {top_score:.3f} < floor {floor:.3f} ({lang})",
+            lang,
         )
     is_low = top_score < floor + settings.low_confidence_band
     band = " (low confidence)" if is_low else ""
     return RelevanceVerdict(
-        True, is_low, top_score, floor, f"top {top_score:.3f} >= floor {floor:.3f} ({lang}){band}"
+        True, is_low, top_score, floor, f"top {top_score:.3f} >= floor {floor:.3f} ({lang}){band}",
+        lang,
     )
 
 

@@ -21,7 +21,17 @@ from rag.retrieval import retrieve
 from rag.selection import AnswerSelector, Idf, Selection
 from rag.settings import RagSettings
 from rag.text import excerpt
-from rag.types import LANGUAGES, Citation, Hit, Passage, Result, Status, Trace
+from rag.types import (
+    LANGUAGES,
+    Citation,
+    Hit,
+    Passage,
+    Reason,
+    ReasonCode,
+    Result,
+    Status,
+    Trace,
+)
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +63,15 @@ class Prepared:
             is_low_confidence=self.relevance.is_low_confidence,
             trace=self.trace,
             **fields,
+        )
+
+    def refused_ungrounded(self, code: ReasonCode, detail: str) -> Result:
+        """``Status.REFUSED_UNGROUNDED`` for ``no_candidate`` or ``ungrounded``, with the
+        scores and floor that let the reply state them."""
+        return self.result(
+            Status.REFUSED_UNGROUNDED, message=detail,
+            reason=Reason(code, detail, score=self.relevance.top_score,
+                          floor=self.relevance.floor, lang=self.lang),
         )
 
 
@@ -125,9 +144,9 @@ class Pipeline:
 
     def error_result(self, exc: Exception, query: str, lang: str | None, trace: Trace) -> Result:
         log.exception("pipeline error query_chars=%d", len(query or ""))
-        return Result(
-            Status.ERROR, query, lang or "en", message=f"{type(exc).__name__}: {exc}", trace=trace
-        )
+        message = f"{type(exc).__name__}: {exc}"
+        return Result(Status.ERROR, query, lang or "en", message=message, trace=trace,
+                      reason=Reason(ReasonCode.PIPELINE_ERROR, message))
 
     def prepare(
         self, query: str, lang: str | None, hint_lang: str | None, trace: Trace
@@ -141,7 +160,8 @@ class Pipeline:
         with trace.timed("input_guard") as stage:
             verdict = check_input(query, s)
             stage.decision = "passed" if verdict.is_ok else "refused"
-            stage.detail = f"{verdict.reason}: {verdict.detail}"
+            code = verdict.refusal.code.value if verdict.refusal else "ok"
+            stage.detail = f"{code}: {verdict.detail}"
         text = verdict.text
         with trace.timed("language") as stage:
             is_explicit = lang is not None
@@ -154,13 +174,14 @@ class Pipeline:
             if query_lang not in LANGUAGES:
                 raise ValueError(f"language {query_lang!r} not in {LANGUAGES}")
             stage.decision, stage.detail = query_lang, how
-        if not verdict.is_ok:
+        if verdict.refusal is not None:
             return Result(
                 Status.REFUSED_BAD_INPUT,
                 text,
                 query_lang,
-                message=f"bad input: {verdict.reason} ({verdict.detail})",
+                message=f"bad input: {verdict.refusal.code} ({verdict.detail})",
                 trace=trace,
+                reason=verdict.refusal,
             )
 
         with trace.timed("embed") as stage:
@@ -182,7 +203,7 @@ class Pipeline:
             relevance = check_relevance(hits[0].score if hits else None, query_lang, s)
             stage.decision = "passed" if relevance.is_ok else "refused"
             stage.detail = relevance.detail
-        if not relevance.is_ok:
+        if relevance.refusal is not None:
             return Result(
                 Status.REFUSED_NO_MATCH,
                 text,
@@ -191,6 +212,7 @@ class Pipeline:
                 floor=relevance.floor,
                 message=relevance.detail,
                 trace=trace,
+                reason=relevance.refusal,
             )
         prepared = Prepared(text, query_lang, vector, hits, relevance, trace)
         with trace.timed("select_answer") as stage:
@@ -206,9 +228,14 @@ class Pipeline:
             stage.decision = "passed" if gate.is_answerable else "refused"
             stage.detail = gate.detail
         if not gate.is_answerable:
+            message = f"not answerable: p {gate.probability:.3f} < {gate.threshold:.3f}"
             return prepared.result(
                 Status.REFUSED_UNANSWERABLE,
-                message=f"not answerable: p {gate.probability:.3f} < {gate.threshold:.3f}",
+                message=message,
+                reason=Reason(ReasonCode.NOT_ANSWERABLE, message,
+                              score=prepared.relevance.top_score, floor=prepared.relevance.floor,
+                              lang=query_lang, probability=gate.probability,
+                              threshold=gate.threshold),
             )
         return prepared
 
@@ -229,14 +256,14 @@ class Pipeline:
             stage.detail = (f"{len(selection.text)} chars from {selection.best.source.id}"
                             if selection else "no candidate sentence")
         if selection is None:
-            return prepared.result(Status.REFUSED_UNGROUNDED, message="no candidate sentence")
+            return prepared.refused_ungrounded(ReasonCode.NO_CANDIDATE, "no candidate sentence")
         best = selection.best
         with trace.timed("grounding_guard") as stage:
             grounding = check_grounding(selection.text, [best.source.text], self.settings)
             stage.decision = "passed" if grounding.is_grounded else "refused"
             stage.detail = grounding.detail
         if not grounding.is_grounded:
-            return prepared.result(Status.REFUSED_UNGROUNDED, message=grounding.detail)
+            return prepared.refused_ungrounded(ReasonCode.UNGROUNDED, grounding.detail)
         return prepared.result(
             Status.ANSWERED,
             answer=selection.text,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 
 LANGUAGES: tuple[str, ...] = ("en", "hi", "gu", "te")
@@ -29,6 +29,108 @@ class Status(StrEnum):
     @property
     def is_refusal(self) -> bool:
         return self.value.startswith("refused")
+
+
+class ReasonCode(StrEnum):
+    """Why a question got no answer, as a value front ends switch on (never parse the wording).
+
+    Input guard (``Status.REFUSED_BAD_INPUT``): ``empty``, ``too_short``, ``too_long``,
+    ``garbled``, ``unsupported_language``, ``injection``. Relevance guard
+    (``REFUSED_NO_MATCH``): ``no_passages`` (the search returned nothing), ``below_floor``.
+    Answerability gate (``REFUSED_UNANSWERABLE``): ``not_answerable``. Answer stage
+    (``REFUSED_UNGROUNDED``): ``no_candidate`` (no sentence to show), ``ungrounded`` (the answer
+    failed the grounding guard). Speech (a voice note that never reached the pipeline; the bot
+    sets these): ``speech_*``. ``pipeline_error`` (``Status.ERROR``): an unexpected failure.
+    """
+
+    EMPTY = "empty"
+    TOO_SHORT = "too_short"
+    TOO_LONG = "too_long"
+    GARBLED = "garbled"
+    UNSUPPORTED_LANGUAGE = "unsupported_language"
+    INJECTION = "injection"
+    NO_PASSAGES = "no_passages"
+    BELOW_FLOOR = "below_floor"
+    NOT_ANSWERABLE = "not_answerable"
+    NO_CANDIDATE = "no_candidate"
+    UNGROUNDED = "ungrounded"
+    SPEECH_REFUSED = "speech_refused"
+    PIPELINE_ERROR = "pipeline_error"
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    """A refusal's or error's cause with its numbers; the only thing front ends word users'
+    text from.
+
+    Which fields a code fills: ``too_long`` n_chars and max_chars (characters, after the input
+    guard's cleaning); ``too_short`` n_letters; ``below_floor`` score (top hit's cosine), floor
+    and lang; ``no_passages`` floor and lang; ``not_answerable`` score, floor, lang, probability
+    and threshold (the gate's); ``speech_refused`` key (the bot's message key for that kind of
+    voice note) and, for the keys that state a limit, max_s (seconds) or max_mb (megabytes). ``detail`` is the operator's English line for logs and ``/why`` (e.g.
+    ``"top 0.779 < floor 0.840 (en)"``): shown as is, never parsed.
+    """
+
+    code: ReasonCode
+    detail: str = ""
+    n_chars: int | None = None
+    max_chars: int | None = None
+    n_letters: int | None = None
+    score: float | None = None
+    floor: float | None = None
+    lang: str | None = None
+    probability: float | None = None
+    threshold: float | None = None
+    key: str | None = None
+    max_s: float | None = None
+    max_mb: float | None = None
+
+    def to_dict(self) -> dict:
+        """JSON-ready: the code's value and the fields that are set."""
+        out = {"code": self.code.value}
+        for f in fields(self)[1:]:
+            value = getattr(self, f.name)
+            if value not in (None, ""):
+                out[f.name] = value
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Reason:
+        return cls(**{**data, "code": ReasonCode(data["code"])})
+
+
+class FallbackCode(StrEnum):
+    """Why generative mode answered extractively instead (``Result.fallback``). The first five
+    concern the model's output; the rest (the client's ``ServiceError.reason``) the service."""
+
+    MALFORMED = "malformed"
+    MALFORMED_OUTPUT = "malformed_output"
+    EMPTY_ANSWER = "empty_answer"
+    NO_VALID_CITATIONS = "no_valid_citations"
+    UNGROUNDED = "ungrounded"
+    WRONG_LANGUAGE = "wrong_language"
+    TIMEOUT = "timeout"
+    RATE_LIMITED = "rate_limited"
+    SERVER_ERROR = "server_error"
+    BAD_REQUEST = "bad_request"
+    UNAUTHORIZED = "unauthorized"
+    NETWORK = "network"
+
+    @property
+    def kind(self) -> str:
+        """What the user is told: ``malformed`` (unreadable output), ``unsupported`` (output not
+        supported by the passages), ``language`` (wrong language) or ``service`` (unavailable)."""
+        return _FALLBACK_KINDS.get(self, "service")
+
+
+_FALLBACK_KINDS = {
+    FallbackCode.MALFORMED: "malformed",
+    FallbackCode.MALFORMED_OUTPUT: "malformed",
+    FallbackCode.EMPTY_ANSWER: "unsupported",
+    FallbackCode.NO_VALID_CITATIONS: "unsupported",
+    FallbackCode.UNGROUNDED: "unsupported",
+    FallbackCode.WRONG_LANGUAGE: "language",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,8 +240,9 @@ class Result:
     """The one outcome type for a question: answered, refused or error, always with its trace.
 
     ``top_score`` and ``floor`` are cosine similarities (None when retrieval did not run).
-    ``message`` is a short English reason for refusals and errors; front ends word it for users
-    from ``status``, ``top_score`` and ``floor``.
+    ``reason`` is set for every refusal and error: front ends word them for users from it (and
+    ``status``), never from ``message``, the short English line for operators (logs, the CLI).
+    ``fallback`` is set when generative mode answered extractively instead.
     """
 
     status: Status
@@ -154,6 +257,8 @@ class Result:
     mode: str = "extractive"
     message: str = ""
     trace: Trace = field(default_factory=Trace)
+    reason: Reason | None = None
+    fallback: FallbackCode | None = None
 
     @property
     def is_answered(self) -> bool:
@@ -162,6 +267,8 @@ class Result:
     def to_dict(self) -> dict:
         out = asdict(self)
         out["status"] = self.status.value
+        out["reason"] = None if self.reason is None else self.reason.to_dict()
+        out["fallback"] = None if self.fallback is None else self.fallback.value
         out["trace"] = self.trace.to_list()
         out["total_ms"] = self.trace.total_ms
         return out

@@ -25,7 +25,16 @@ from typing import Any
 
 import aiosqlite
 
-from rag.types import LANGUAGES, Citation, Result, Stage, Status, Trace
+from rag.types import (
+    LANGUAGES,
+    Citation,
+    FallbackCode,
+    Reason,
+    Result,
+    Stage,
+    Status,
+    Trace,
+)
 
 from .migrations import apply_migrations
 
@@ -184,6 +193,10 @@ class Database:
             _storable(t) for t in (transcript, result.query, result.answer, result.message))
         lang, mode, answer_lang = (
             _storable(t) for t in (result.lang, result.mode, result.answer_lang))
+        reason = None if result.reason is None else _storable(
+            json.dumps(result.reason.to_dict(), ensure_ascii=False))
+        code = None if result.reason is None else result.reason.code.value
+        fallback = None if result.fallback is None else result.fallback.value
         async with self._transaction() as conn:
             cursor = await conn.execute(
                 """
@@ -191,15 +204,15 @@ class Database:
                     chat_id, message_id, user_id, created_at, source, transcript,
                     query, lang, status, mode, answer, answer_lang, message,
                     top_score, floor, is_low_confidence, citations, trace,
-                    total_ms, stt_ms, reply_ms
-                ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    total_ms, stt_ms, reply_ms, reason, fallback
+                ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
                 (
                     chat_id, message_id, user_id, created_at, source, transcript,
                     query, lang, status.value, mode, answer,
                     answer_lang, message, result.top_score, result.floor,
                     int(result.is_low_confidence), citations, trace,
-                    result.trace.total_ms, stt_ms, reply_ms,
+                    result.trace.total_ms, stt_ms, reply_ms, reason, fallback,
                 ),
             )
             decision_id = cursor.lastrowid
@@ -207,12 +220,13 @@ class Database:
                 await conn.execute(
                     """
                     INSERT INTO refusals (
-                        decision_id, chat_id, created_at, status, lang, top_score, floor, reason
-                    ) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                        decision_id, chat_id, created_at, status, lang, top_score, floor, reason,
+                        code
+                    ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                     (
                         decision_id, chat_id, created_at, status.value, lang,
-                        result.top_score, result.floor, message,
+                        result.top_score, result.floor, message, code,
                     ),
                 )
         return decision_id
@@ -334,6 +348,8 @@ def _decision_from_row(row: aiosqlite.Row) -> StoredDecision:
         mode=row["mode"],
         message=row["message"],
         trace=Trace.from_list(json.loads(row["trace"])),
+        reason=None if row["reason"] is None else Reason.from_dict(json.loads(row["reason"])),
+        fallback=None if row["fallback"] is None else FallbackCode(row["fallback"]),
     )
     return StoredDecision(
         id=row["id"],

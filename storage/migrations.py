@@ -181,3 +181,14 @@ async def m003_chat_voice(conn: aiosqlite.Connection) -> None:
         "ALTER TABLE chat_settings ADD COLUMN voice TEXT NOT NULL DEFAULT 'auto' "
         "CHECK (voice IN ('auto', 'on', 'off'))"
     )
+
+
+@migration
+async def m004_typed_reasons(conn: aiosqlite.Connection) -> None:
+    """Structured outcomes: ``decisions.reason`` holds the refusal's or error's
+    :class:`rag.types.Reason` as JSON (code plus its numbers), ``decisions.fallback`` the
+    generative fallback code, ``refusals.code`` the reason's code. Rows stored before keep NULL
+    there and are worded from their status, score and floor (``bot.render``)."""
+    await conn.execute("ALTER TABLE decisions ADD COLUMN reason TEXT")
+    await conn.execute("ALTER TABLE decisions ADD COLUMN fallback TEXT")
+    await conn.execute("ALTER TABLE refusals ADD COLUMN code TEXT")

@@ -3,6 +3,7 @@ import pytest
 
 from rag.guards import check_grounding, check_input, check_relevance, token_overlap
 from rag.settings import RagSettings
+from rag.types import Reason, ReasonCode
 
 S = RagSettings()
 
@@ -26,7 +27,21 @@ S = RagSettings()
 def test_input_guard_refuses_bad_input(query, reason):
     verdict = check_input(query, S)
     assert not verdict.is_ok
-    assert verdict.reason == reason
+    assert verdict.refusal.code is ReasonCode(reason)
+
+
+def test_too_long_refusal_carries_its_numbers():
+    verdict = check_input("what " * 250, S)
+    assert verdict.refusal == Reason(ReasonCode.TOO_LONG, f"1249 chars > {S.max_query_chars}",
+                                     n_chars=1249, max_chars=S.max_query_chars)
+
+
+def test_relevance_refusal_carries_score_floor_and_language():
+    verdict = check_relevance(0.779, "hi", S)
+    assert verdict.refusal == Reason(ReasonCode.BELOW_FLOOR, verdict.detail, score=0.779,
+                                     floor=S.floor("hi"), lang="hi")
+    assert check_relevance(None, "te", S).refusal.code is ReasonCode.NO_PASSAGES
+    assert check_relevance(0.95, "en", S).refusal is None
 
 
 @pytest.mark.parametrize(

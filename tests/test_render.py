@@ -14,10 +14,20 @@ from bot.render import (
     WHY_DETAIL_CHARS,
     WHY_QUERY_CHARS,
     render_result,
+    render_result_text,
     render_trace,
     split_message,
 )
-from rag.types import LANGUAGES, Citation, Result, Status, Trace
+from rag.types import (
+    LANGUAGES,
+    Citation,
+    FallbackCode,
+    Reason,
+    ReasonCode,
+    Result,
+    Status,
+    Trace,
+)
 from standins.telegram import HtmlError, parse_html
 
 DEVANAGARI = re.compile(r"[\u0900-\u097F]")
@@ -48,7 +58,8 @@ def assert_valid_chunks(chunks: list[str], limit: int = 4096) -> None:
 
 def test_refusal_no_match_states_score_and_floor_to_three_decimals():
     result = Result(Status.REFUSED_NO_MATCH, "who won the 1930 cup", "en",
-                    top_score=0.77912, floor=0.84)
+                    top_score=0.77912, floor=0.84,
+                    reason=Reason(ReasonCode.BELOW_FLOOR, score=0.77912, floor=0.84, lang="en"))
     [message] = render_result(result, "en")
     assert "0.779" in message and "0.840" in message
     assert "could not find" in message
@@ -56,31 +67,46 @@ def test_refusal_no_match_states_score_and_floor_to_three_decimals():
 
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_refusal_no_match_states_numbers_in_every_language(lang):
-    result = Result(Status.REFUSED_NO_MATCH, "q", lang, top_score=0.8012, floor=0.85)
+    result = Result(Status.REFUSED_NO_MATCH, "q", lang, top_score=0.8012, floor=0.85,
+                    reason=Reason(ReasonCode.BELOW_FLOOR, score=0.8012, floor=0.85, lang=lang))
     [message] = render_result(result, lang)
     assert "0.801" in message and "0.850" in message
     assert message == t("refused_no_match", lang, score="0.801", floor="0.850")
 
 
 def test_refusal_with_no_passages_states_the_floor():
-    [message] = render_result(Result(Status.REFUSED_NO_MATCH, "q", "te", floor=0.84), "te")
+    reason = Reason(ReasonCode.NO_PASSAGES, floor=0.84, lang="te")
+    [message] = render_result(Result(Status.REFUSED_NO_MATCH, "q", "te", reason=reason), "te")
     assert "0.840" in message
 
 
 def test_ungrounded_refusal_adds_score_line_when_numbers_are_known():
-    result = Result(Status.REFUSED_UNGROUNDED, "q", "en", top_score=0.9, floor=0.84)
+    result = Result(Status.REFUSED_UNGROUNDED, "q", "en",
+                    reason=Reason(ReasonCode.UNGROUNDED, score=0.9, floor=0.84, lang="en"))
     [message] = render_result(result, "en")
     assert "will not guess" in message and "0.900" in message and "0.840" in message
 
 
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_unanswerable_refusal_says_the_passage_above_the_floor_does_not_answer(lang):
-    result = Result(Status.REFUSED_UNANSWERABLE, "q", lang, top_score=0.8594, floor=0.84)
+    result = Result(Status.REFUSED_UNANSWERABLE, "q", lang, reason=Reason(
+        ReasonCode.NOT_ANSWERABLE, score=0.8594, floor=0.84, lang=lang, probability=0.2,
+        threshold=0.5))
     [message] = render_result(result, lang)
     assert message == t("refused_unanswerable_scored", lang, score="0.859", floor="0.840")
     if lang == "en":
         assert message == ("My sources have a related passage (score 0.859, above the floor "
                            "0.840), but it does not actually answer this question.")
+
+
+def test_stored_refusals_without_a_reason_are_worded_from_status_and_scores():
+    # rows stored before reasons were recorded
+    no_match = Result(Status.REFUSED_NO_MATCH, "q", "en", top_score=0.8012, floor=0.85)
+    assert render_result(no_match, "en") == [
+        t("refused_no_match", "en", score="0.801", floor="0.850")]
+    unanswerable = Result(Status.REFUSED_UNANSWERABLE, "q", "hi", top_score=0.8594, floor=0.84)
+    assert render_result(unanswerable, "hi") == [
+        t("refused_unanswerable_scored", "hi", score="0.859", floor="0.840")]
 
 
 def test_unanswerable_refusal_without_scores_says_the_sources_do_not_answer():
@@ -93,7 +119,8 @@ def test_answer_after_a_generative_fallback_says_so_with_the_reason(lang):
     trace = Trace()
     trace.add("generate", "timeout", "no reply in 20 s", 20000.0)
     trace.add("fallback", "timeout", "answering extractively: no reply in 20 s")
-    [message] = render_result(answered(lang=lang, answer_lang=lang, trace=trace), lang)
+    result = answered(lang=lang, answer_lang=lang, trace=trace, fallback=FallbackCode.TIMEOUT)
+    [message] = render_result(result, lang)
     reason = t("fallback_service", lang)
     assert f"<i>{escape(t('generative_fallback', lang, reason=reason))}</i>" in message
     assert "timeout" not in message  # the code is for /why, not for the user
@@ -107,11 +134,10 @@ def test_answer_after_a_generative_fallback_says_so_with_the_reason(lang):
                                               ("wrong_language", "written in another language"),
                                               ("rate_limited", "service unavailable")])
 def test_each_fallback_code_gets_a_localised_reason(code, reason):
-    trace = Trace()
-    trace.add("fallback", code, "answering extractively")
-    [english] = render_result(answered(trace=trace), "en")
+    fallback = FallbackCode(code)  # the trace's fallback stage is for /why, not read here
+    [english] = render_result(answered(fallback=fallback), "en")
     assert f"not available ({reason})" in english
-    [hindi] = render_result(answered(lang="hi", answer_lang="hi", trace=trace), "hi")
+    [hindi] = render_result(answered(lang="hi", answer_lang="hi", fallback=fallback), "hi")
     assert code not in hindi and reason not in hindi
 
 
@@ -164,7 +190,7 @@ def test_html_special_characters_in_passages_answer_and_transcript_are_escaped()
 def test_long_transcript_is_echoed_cut_to_about_300_chars_in_one_message():
     transcript = " ".join(f"word{i}" for i in range(4000))  # ~30,000 characters
     result = Result(Status.REFUSED_BAD_INPUT, transcript, "en",
-                    message="bad input: too_long (30000 chars > 1000)")
+                    reason=Reason(ReasonCode.TOO_LONG, n_chars=30000, max_chars=1000))
 
     [message] = render_result(result, "en", transcript=transcript)
 
@@ -175,24 +201,42 @@ def test_long_transcript_is_echoed_cut_to_about_300_chars_in_one_message():
 
 
 @pytest.mark.parametrize(
-    ("message", "expected"),
+    ("code", "expected"),
     [
-        ("bad input: empty (no text)", "bad_input_empty"),
-        ("bad input: garbled (a letter repeated 6+ times)", "bad_input_garbled"),
-        ("bad input: injection (prompt-injection phrasing)", "bad_input"),
-        ("bad input: unsupported_language (3/4 letters outside)", "bad_input_unsupported_language"),
+        (ReasonCode.EMPTY, "bad_input_empty"),
+        (ReasonCode.TOO_SHORT, "bad_input_too_short"),
+        (ReasonCode.GARBLED, "bad_input_garbled"),
+        (ReasonCode.INJECTION, "bad_input"),
+        (ReasonCode.UNSUPPORTED_LANGUAGE, "bad_input_unsupported_language"),
     ],
 )
-def test_bad_input_is_worded_by_reason(message, expected):
-    result = Result(Status.REFUSED_BAD_INPUT, "q", "hi", message=message)
+def test_bad_input_is_worded_by_reason(code, expected):
+    # the operator's message says something else: the wording follows the typed reason only
+    result = Result(Status.REFUSED_BAD_INPUT, "q", "hi", message="bad input: empty (no text)",
+                    reason=Reason(code, "operator detail"))
     assert render_result(result, "hi") == [t(expected, "hi")]
 
 
-def test_too_long_input_states_the_limit():
+def test_too_long_input_states_the_limit_from_the_reason():
+    result = Result(Status.REFUSED_BAD_INPUT, "q", "en", message="bad input: too_long (1 > 2)",
+                    reason=Reason(ReasonCode.TOO_LONG, n_chars=612, max_chars=500))
+    [message] = render_result(result, "en")
+    assert "500 characters" in message and "2 characters" not in message
+
+
+def test_a_stored_bad_input_without_a_reason_gets_the_generic_wording():
+    # decisions stored before reasons were recorded: their message is not parsed
     result = Result(Status.REFUSED_BAD_INPUT, "q", "en",
                     message="bad input: too_long (612 chars > 500)")
-    [message] = render_result(result, "en")
-    assert "500 characters" in message
+    assert render_result(result, "en") == [t("bad_input", "en")]
+
+
+def test_plain_text_rendering_has_the_same_words_without_markup():
+    result = answered(answer="A <b> & c", is_low_confidence=True, top_score=0.85)
+    text = render_result_text(result, "en", transcript="the <question>")
+    html_message = "\n\n".join(render_result(result, "en", transcript="the <question>"))
+    assert text == parse_html(html_message)
+    assert "<i>" not in text and "A <b> & c" in text
 
 
 def test_error_result_shows_a_generic_message_not_the_exception():

@@ -13,7 +13,16 @@ from pathlib import Path
 import aiosqlite
 import pytest
 
-from rag.types import Citation, Result, Stage, Status, Trace
+from rag.types import (
+    Citation,
+    FallbackCode,
+    Reason,
+    ReasonCode,
+    Result,
+    Stage,
+    Status,
+    Trace,
+)
 from storage import ChatSettings, Database
 from storage.migrations import MIGRATIONS, apply_migrations
 
@@ -46,6 +55,8 @@ EXPECTED = {
         "total_ms": "REAL",
         "stt_ms": "REAL",
         "reply_ms": "REAL",
+        "reason": "TEXT",
+        "fallback": "TEXT",
     },
     "refusals": {
         "id": "INTEGER",
@@ -57,6 +68,7 @@ EXPECTED = {
         "top_score": "REAL",
         "floor": "REAL",
         "reason": "TEXT",
+        "code": "TEXT",
     },
     "chat_settings": {
         "chat_id": "INTEGER",
@@ -117,6 +129,8 @@ def refused_result(query: str = "भारत की राजधानी क�
         floor=0.85,
         message="top 0.779 < floor 0.850 (hi)",
         trace=trace,
+        reason=Reason(ReasonCode.BELOW_FLOOR, "top 0.779 < floor 0.850 (hi)", score=0.779,
+                      floor=0.85, lang="hi"),
     )
 
 
@@ -433,3 +447,35 @@ async def test_stages_added_after_the_reply_show_in_the_stored_trace(db):
     assert after.total_ms == before.total_ms
     with pytest.raises(LookupError):
         await db.add_stages(decision_id + 1, [])
+
+
+async def test_typed_reason_and_fallback_are_stored_and_read_back(db, db_path):
+    refused = refused_result()
+    refused_id = await db.record_decision(7, 1, 2, "text", refused)
+    answered = answered_result()
+    answered.fallback = FallbackCode.RATE_LIMITED
+    await db.record_decision(8, 1, 2, "text", answered)
+
+    assert (await db.last_decision(7)).result.reason == refused.reason
+    assert (await db.last_decision(8)).result.fallback is FallbackCode.RATE_LIMITED
+    with sqlite3.connect(db_path) as conn:
+        [(code,)] = conn.execute("SELECT code FROM refusals WHERE decision_id = ?",
+                                 (refused_id,)).fetchall()
+    assert code == "below_floor"
+
+
+async def test_decisions_stored_before_m004_are_read_without_a_reason(db_path):
+    older = [fn for fn in MIGRATIONS if fn.__name__ < "m004"]
+    db_path.parent.mkdir(parents=True)
+    async with aiosqlite.connect(db_path, isolation_level=None) as conn:
+        await apply_migrations(conn, older)
+        await conn.execute(
+            "INSERT INTO decisions (chat_id, created_at, source, query, lang, status, mode, "
+            "answer, answer_lang, message, top_score, floor, is_low_confidence, citations, "
+            "trace, total_ms) VALUES (4, '2026-01-01T00:00:00+00:00', 'text', 'q', 'en', "
+            "'refused-no-match', 'extractive', '', '', 'top 0.700 < floor 0.840 (en)', 0.7, "
+            "0.84, 0, '[]', '[]', 1.0)")
+    async with await Database.open(db_path) as db:
+        stored = await db.last_decision(4)
+    assert stored.result.reason is None and stored.result.fallback is None
+    assert (stored.result.status, stored.result.top_score) == (Status.REFUSED_NO_MATCH, 0.7)
