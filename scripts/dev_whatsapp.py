@@ -11,7 +11,7 @@ everything down.
 
     python scripts/dev_whatsapp.py             # index: VOICE_RAG_INDEX_DIR or data/index
 
-Needs espeak-ng and ffmpeg and a built index (``python -m rag build-index``). Exit code 0 when
+Needs espeak-ng and ffmpeg and a built index (``python -m ragtools build-index``). Exit code 0 when
 the answer is in Devanagari with a citation, an OGG/Opus voice note follows it, and ``why``
 shows the chain.
 """

@@ -6,7 +6,7 @@ Run from the project root (needs the ``hub`` extra: ``pip install -e '.[hub]'``)
 
 It streams the validation parquet files of ``ai4bharat/MSMARCO-XI`` (English passages come from
 the Hindi file, which carries them beside the translations), keeps the first ``--per-language``
-passages of each language and writes them atomically (see ``rag.hub``). Each language's file is
+passages of each language and writes them atomically (see ``ragtools.hub``). Each language's file is
 one ~0.45 GB parquet row group, so expect that much network traffic per file read.
 
 If you downloaded the parquet files yourself (same layout: ``<dir>/validation/hinval.parquet``,
@@ -29,8 +29,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rag.errors import CorpusError  # noqa: E402
-from rag.hub import HUB_TIMEOUT_S, fetch_corpus, hub_rows  # noqa: E402
 from rag.types import LANGUAGES  # noqa: E402
+from ragtools.hub import HUB_TIMEOUT_S, fetch_corpus, hub_rows  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 bash scripts/install.sh
 
 if [ ! -f data/index/meta.json ]; then
-  python3 -m rag build-index
+  python3 -m ragtools build-index
 fi
 
 for q in "How much does an Xbox 360 cost?" "Who is the Prime Minister of India?" \

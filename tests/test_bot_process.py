@@ -230,4 +230,4 @@ async def test_truncated_index_file_stops_start_up_with_one_line_and_exit_2(
     assert "Traceback" not in stderr, stderr
     last = stderr.splitlines()[-1]
     assert last.startswith(f"error: {graph} cannot be read, truncated or damaged"), last
-    assert last.endswith(f"rebuild it with `python -m rag --index {index_dir} build-index`")
+    assert last.endswith(f"rebuild it with `python -m ragtools --index {index_dir} build-index`")

@@ -171,7 +171,7 @@ def test_startup_fails_without_token(tmp_path: Path):
 
 def test_startup_fails_without_index_and_names_the_fix(tmp_path: Path):
     settings = Settings.from_env({"TELEGRAM_TOKEN": "1:x", "VOICE_RAG_INDEX_DIR": str(tmp_path)})
-    with pytest.raises(StartupError, match=r"no index at .*python -m rag build-index"):
+    with pytest.raises(StartupError, match=r"no index at .*python -m ragtools build-index"):
         check_startup(settings)
 
 

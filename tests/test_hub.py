@@ -1,4 +1,4 @@
-"""rag.hub and scripts/fetch_corpus.py, offline: a hand-written fixture in the dataset's schema
+"""ragtools.hub and scripts/fetch_corpus.py, offline: a hand-written fixture in the dataset's schema
 (tests/fixtures/msmarco_xi_rows) stands in for the hub; unreachable hubs are real endpoints
 that refuse or never answer."""
 
@@ -18,7 +18,7 @@ import pytest
 
 from rag.corpus import read_passages
 from rag.errors import CorpusError
-from rag.hub import FALLBACK_CORPUS, data_file, fetch_corpus, hub_rows, rows_to_passages
+from ragtools.hub import FALLBACK_CORPUS, data_file, fetch_corpus, hub_rows, rows_to_passages
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "msmarco_xi_rows"
@@ -255,7 +255,7 @@ PROBE = textwrap.dedent("""
     import json, sys, time
     from pathlib import Path
     from rag.errors import CorpusError
-    from rag.hub import fetch_corpus, hub_rows
+    from ragtools.hub import fetch_corpus, hub_rows
     out = Path(sys.argv[1])
     result = {}
     start = time.monotonic()

