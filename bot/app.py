@@ -34,12 +34,13 @@ from telegram.ext import (
 )
 
 from bot import handlers
+from bot.errors import StartupError
 from bot.handlers import BotContext
 from bot.inbox import DurableUpdateQueue, InboxApplication, InboxRateLimiter, UpdateInbox
 from bot.messages import t
 from bot.services import Services
 from bot.settings import Settings, TelegramSettings
-from bot.startup import StartupError, check_startup, connect_bot_api
+from bot.startup import check_startup, connect_bot_api
 from rag.errors import RagError
 from rag.pipeline import Pipeline
 from rag.types import LANGUAGES
@@ -211,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = Settings.from_env()
         check_startup(settings, needs_token=not (args.console or args.whatsapp))
-    except (StartupError, ValueError) as exc:
+    except (StartupError, RagError) as exc:  # settings, token, ffmpeg, index (or its build)
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:

@@ -22,6 +22,8 @@ with warnings.catch_warnings():
     from pydub.exceptions import CouldntDecodeError
     from pydub.silence import detect_silence
 
+from bot.errors import BotError
+
 logger = logging.getLogger(__name__)
 
 TELEGRAM_DOWNLOAD_LIMIT_BYTES = 20 * 1024 * 1024
@@ -47,8 +49,9 @@ _SILENCE_SEARCH_FRACTION = 0.4  # search the last 40 % of each window
 _SILENCE_SEEK_STEP_MS = 10
 
 
-class AudioError(ValueError):
-    """Audio that cannot be used: empty, too large, corrupt or in a format ffmpeg cannot decode.
+class AudioError(BotError, ValueError):
+    """Audio that cannot be used: empty, too large, corrupt or in a format ffmpeg cannot decode
+    (a ``ValueError`` too: a bad argument such as ``max_seconds`` of 0 raises it as well).
 
     ``str(err)`` says what was wrong with numbers (bytes, seconds) and, where there is one, the fix.
     """

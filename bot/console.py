@@ -50,8 +50,9 @@ from bot.commands import (
 )
 from bot.incoming import cut_command
 from bot.questions import answer_text, answer_voice
-from bot.services import Asker, Reply, Services, VoiceNote, ui_language
+from bot.services import Asker, Reply, Services, VoiceNote
 from bot.settings import Settings
+from bot.update_context import load_context
 from bot.voice_reply import make_voice, record_voice
 from rag.types import Stage
 
@@ -168,8 +169,8 @@ async def banner(services: Services, asker: Asker) -> str:
     """The console's first message: where its settings are stored, and the answer language,
     mode and spoken replies in force (set by ``/lang``, ``/mode`` and ``/voice`` in this or an
     earlier session)."""
-    chat = await services.db.get_chat_settings(asker.chat_id)
-    ui = ui_language(chat.lang, asker)
+    ctx = await load_context(services, asker)
+    chat, ui = ctx.chat, ctx.ui
     return "\n".join([
         f"Console chat: settings of chat id {asker.chat_id} in {services.settings.bot.db_path}, "
         "kept between sessions (/lang, /mode and /voice change them; /help lists the commands, "

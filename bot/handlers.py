@@ -27,6 +27,7 @@ from bot.commands import (
     voice_command_reply,
     why_reply,
 )
+from bot.errors import VoiceDownloadError
 from bot.followups import reply_kind
 from bot.inbox import UpdateInbox, replying_to
 from bot.incoming import (
@@ -39,8 +40,9 @@ from bot.incoming import (
     unknown_command,
 )
 from bot.messages import t
-from bot.questions import VoiceDownloadError, answer_text, answer_voice
+from bot.questions import answer_text, answer_voice
 from bot.services import Asker, Reply, Services, VoiceNote
+from bot.update_context import Busy
 from bot.voice_reply import make_voice, record_voice
 from rag.types import Stage
 from storage.inbox import record_sent
@@ -89,8 +91,7 @@ async def on_text(update: Update, context: BotContext) -> None:
     elif kind == "follow_up":  # "tell me more": no context to continue from
         reply = await notice_reply(context.services, asker, "full_question")
     else:
-        async with typing_unless_limited(context, asker):
-            reply = await answer_text(context.services, asker, text)
+        reply = await answer_text(context.services, asker, text, busy=typing(context, asker))
     await send(context, asker, reply)
     await speak(context, asker, reply)
 
@@ -107,8 +108,7 @@ async def on_voice(update: Update, context: BotContext) -> None:
     note = VoiceNote(media.file_size, media.to_dict().get("duration"),
                      fetch=partial(download, media))
     asker = asker_of(message)
-    async with typing_unless_limited(context, asker):
-        reply = await answer_voice(context.services, asker, note)
+    reply = await answer_voice(context.services, asker, note, busy=typing(context, asker))
     await send(context, asker, reply)
     await speak(context, asker, reply)
 
@@ -194,7 +194,8 @@ async def allow_list_gate(update: Update, context: BotContext) -> None:
     message = update.effective_message
     services = context.services
     # its refusals count against the rate limit too: a stranger cannot make the bot flood
-    is_limited = user is not None and services.limiter.wait_s(user.id, services.clock()) > 0
+    is_limited = (user is not None
+                  and not services.limiter.acquire(user.id, services.clock()).is_allowed)
     log.warning("not_allowed user_id=%s chat_id=%s reply=%s", user.id if user else None,
                 message.chat_id if message else None, "dropped" if is_limited else "refusal")
     if message is not None and message.chat.type == ChatType.PRIVATE and not is_limited:
@@ -236,14 +237,11 @@ async def on_error(update: object, context: BotContext) -> None:
 # ---------------------------------------------------------------------------- sending
 
 
-def typing_unless_limited(context: BotContext, asker: Asker):
-    """:func:`chat_action` while a question is answered, but nothing for a message the rate
-    limit will refuse: its reply is immediate or nothing at all."""
-    services = context.services
-    if asker.sender_id is not None and services.limiter.is_limited(asker.sender_id,
-                                                                   services.clock()):
-        return contextlib.nullcontext()
-    return chat_action(context, asker.chat_id)
+def typing(context: BotContext, asker: Asker) -> Busy:
+    """"typing…" in the asker's chat (:func:`chat_action`), as the ``busy`` indicator of a
+    question: the per-update step (``bot.update_context.run_update``) shows it only once the
+    rate limit let the question through, so a refused message never shows it."""
+    return partial(chat_action, context, asker.chat_id)
 
 
 @contextlib.asynccontextmanager

@@ -1,6 +1,7 @@
-"""Questions, typed or spoken: rate limit → (voice: size/length checks → download → transcode →
-speech-to-text) → pipeline → record the decision → render. Framework-free service functions
-shared by the Telegram handlers and the console.
+"""Questions, typed or spoken: the per-update step (settings, language, rate limit:
+``bot.update_context``) → (voice: size/length checks → download → transcode → speech-to-text) →
+pipeline → record the decision → render. Framework-free service functions shared by the
+Telegram handlers, the console and WhatsApp.
 
 Every question that reaches a decision is committed to the database before the reply is built,
 including voice notes refused before the pipeline (too big, not downloadable, unreadable, no
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from functools import partial
 from html import escape
 
 from bot.audio import (
@@ -21,42 +23,45 @@ from bot.audio import (
     split_wav,
     transcode_to_wav,
 )
+from bot.errors import BotError, VoiceDownloadError
 from bot.messages import t
 from bot.render import render_result
 from bot.repeats import Repeat
 from bot.services import Asker, Reply, Services, VoiceNote, script_language, ui_language
 from bot.speech import is_filler_only, measure_speech
+from bot.update_context import Busy, UpdateContext, no_indicator, run_update
 from bot.voice_reply import speech_for
 from clients.stt import Transcript
 from rag.errors import ServiceError
 from rag.generative import ask_generative
 from rag.text import clean_query
-from rag.types import Result, Stage, Status, Trace
+from rag.types import Reason, ReasonCode, Result, Stage, Status, Trace
 from storage.db import ChatSettings, StoredDecision
 from storage.inbox import decision_of_message
 
 log = logging.getLogger(__name__)
 
 
-async def answer_text(services: Services, asker: Asker, text: str) -> Reply:
+async def answer_text(services: Services, asker: Asker, text: str, *,
+                      busy: Busy = no_indicator) -> Reply:
     """Answer a typed question in the chat's mode and language, or refuse with score and floor.
+
+    Runs in the per-update step (``bot.update_context.run_update``): without a ``/lang``
+    choice, notices are in the question's script; a message already answered (replayed from the
+    inbox) or the same question again is answered without counting against the rate limit;
+    ``busy`` shows while the question is answered.
 
     Returns:
         The rendered answer or refusal; when rate-limited, nothing is recorded and the reply is
-        the one of :func:`rate_limited_reply` ("please wait N s", or empty).
+        "please wait N s", or empty.
     """
-    chat = await services.db.get_chat_settings(asker.chat_id)
-    ui = ui_language(chat.lang, asker, script_language(text))
-    stored = await _stored_answer(services, asker, text)
-    if stored is not None:  # replayed after a crash between recording and replying
-        return Reply(render_result(stored.result, _reply_lang(stored.result, chat, asker)),
-                     stored.id)
-    repeat = services.repeats.check(asker.chat_id, asker.message_id, text, services.clock())
-    if repeat is not None:
-        return _repeat_reply(asker, repeat, ui)
-    limited = rate_limited_reply(services, asker, ui)
-    if limited is not None:
-        return limited
+    return await run_update(services, asker, partial(_answer_text, text=text),
+                            ui_hint=script_language(text),
+                            unmetered=partial(_replayed_or_repeated, text=text), busy=busy)
+
+
+async def _answer_text(ctx: UpdateContext, text: str) -> Reply:
+    services, asker, chat = ctx.services, ctx.asker, ctx.chat
     result = await _ask(services, text, chat, hint_lang=None)
     _mark_forwarded(result.trace, asker)
     if result.status == Status.ERROR:
@@ -67,26 +72,43 @@ async def answer_text(services: Services, asker: Asker, text: str) -> Reply:
                  speech_for(result, lang, chat.voice, is_voice_question=False))
 
 
-async def answer_voice(services: Services, asker: Asker, voice: VoiceNote) -> Reply:
+async def _replayed_or_repeated(ctx: UpdateContext, text: str) -> Reply | None:
+    """The reply to a typed question that is not counted against the rate limit: the answer
+    already recorded for this very message (replayed after a crash between recording and
+    replying), or the pointer for the same question again (see :func:`_repeat_reply`); None
+    for a question to answer."""
+    stored = await _stored_answer(ctx.services, ctx.asker, text)
+    if stored is not None:
+        lang = _reply_lang(stored.result, ctx.chat, ctx.asker)
+        return Reply(render_result(stored.result, lang), stored.id)
+    repeat = ctx.services.repeats.check(ctx.chat_id, ctx.asker.message_id, text,
+                                        ctx.services.clock())
+    return None if repeat is None else _repeat_reply(ctx.asker, repeat, ctx.ui)
+
+
+async def answer_voice(services: Services, asker: Asker, voice: VoiceNote, *,
+                       busy: Busy = no_indicator) -> Reply:
     """Answer a voice note: the reply shows the transcript it answered, then the answer.
 
-    Over-size notes (> 20 MB) and notes advertised longer than ``BOT_MAX_VOICE_S`` are refused
-    before download, and notes that turn out longer after it (only the first
-    ``BOT_MAX_VOICE_S`` + 1 s are ever decoded); notes over Sarvam's 30 s are split and
-    transcribed chunk by chunk. Sarvam's language code becomes the pipeline's ``hint_lang``; a
-    ``/lang`` choice is sent to Sarvam and used as the explicit language.
+    Runs in the per-update step (``bot.update_context.run_update``); ``busy`` shows while the
+    note is fetched, transcribed and answered. Over-size notes (> 20 MB) and notes advertised
+    longer than ``BOT_MAX_VOICE_S`` are refused before download, and notes that turn out longer
+    after it (only the first ``BOT_MAX_VOICE_S`` + 1 s are ever decoded); notes over Sarvam's
+    30 s are split and transcribed chunk by chunk. Sarvam's language code becomes the
+    pipeline's ``hint_lang``; a ``/lang`` choice is sent to Sarvam and used as the explicit
+    language.
     """
-    chat = await services.db.get_chat_settings(asker.chat_id)
-    ui = ui_language(chat.lang, asker)
-    limited = rate_limited_reply(services, asker, ui)
-    if limited is not None:
-        return limited
+    return await run_update(services, asker, partial(_answer_voice, voice=voice), busy=busy)
+
+
+async def _answer_voice(ctx: UpdateContext, voice: VoiceNote) -> Reply:
+    services, asker, chat = ctx.services, ctx.asker, ctx.chat
     trace = Trace()
     _mark_forwarded(trace, asker)
     try:
         heard = await _transcribe(services, voice, chat, trace)
     except _VoiceRefused as refused:
-        return await _voice_refusal(services, asker, ui, trace, refused)
+        return await _voice_refusal(services, asker, ctx.ui, trace, refused)
     result = await _ask(services, heard.text, chat, hint_lang=heard.language)
     result.trace.stages[:0] = trace.stages
     decision_id = await _record(services, asker, "voice", result, heard)
@@ -107,19 +129,7 @@ def _reply_lang(result: Result, chat: ChatSettings, asker: Asker,
     return ui_language(chat.lang, asker)
 
 
-class VoiceDownloadError(Exception):
-    """A voice note's ``fetch()`` failed (raised by the Telegram handlers' download):
-    ``is_too_big`` when the server refused the file for its size (Telegram's 20 MB limit for
-    bots); ``str(err)`` says what the server answered; ``max_mb``, the front end's limit in MB
-    when it is not Telegram's 20 (WhatsApp: ``WHATSAPP_MAX_MEDIA_MB``)."""
-
-    def __init__(self, detail: str, *, is_too_big: bool = False,
-                 max_mb: float | None = None) -> None:
-        super().__init__(detail)
-        self.is_too_big, self.max_mb = is_too_big, max_mb
-
-
-class _VoiceRefused(Exception):
+class _VoiceRefused(BotError):
     """A voice note that cannot reach the pipeline: ``key`` names the user message (formatted
     with ``message_args``), ``detail`` goes to the log and the trace."""
 
@@ -260,25 +270,6 @@ def _repeat_reply(asker: Asker, repeat: Repeat, ui: str) -> Reply:
     return Reply([escape(t("repeat_question", ui))] if is_pointer else [])
 
 
-def rate_limited_reply(services: Services, asker: Asker, ui: str) -> Reply | None:
-    """Count one request of ``asker`` against the per-user limit: None when allowed. Otherwise
-    nothing is counted and the reply is "please wait N s" in ``ui`` for the first refusal since
-    the sender's last allowed message, else empty: the message is dropped. Every refusal is
-    logged (``rate_limited ... reply=notice|dropped``)."""
-    if asker.sender_id is None:
-        return None
-    now_s = services.clock()
-    wait_s = services.limiter.wait_s(asker.sender_id, now_s)
-    if not wait_s:
-        return None
-    is_notice = services.limiter.should_notify(asker.sender_id, now_s)
-    log.info("rate_limited chat_id=%d sender_id=%d wait_s=%d reply=%s", asker.chat_id,
-             asker.sender_id, wait_s, "notice" if is_notice else "dropped")
-    if not is_notice:
-        return Reply([])
-    return Reply([escape(t("rate_limited", ui, seconds=wait_s))])
-
-
 async def _record(services: Services, asker: Asker, source: str, result: Result,
                   heard: Transcript | None = None) -> int:
     """Commit the decision (and its refusal row) and log it as one key=value line."""
@@ -304,10 +295,12 @@ async def _voice_refusal(services: Services, asker: Asker, ui: str, trace: Trace
     log.info("voice_refused chat_id=%d key=%s detail=%s", asker.chat_id, refused.key,
              refused.detail)
     heard = refused.heard
+    limits = {name: float(value) for name, value in refused.message_args.items()}
+    reason = Reason(ReasonCode.SPEECH_REFUSED, refused.detail, key=refused.key, **limits)
     result = Result(refused.status, heard.text if heard else "", ui, message=str(refused),
-                    trace=trace)
+                    trace=trace, reason=reason)
     decision_id = await _record(services, asker, "voice", result, heard)
-    return Reply([escape(t(refused.key, ui, **refused.message_args))], decision_id)
+    return Reply(render_result(result, ui), decision_id)
 
 
 def _fmt(value: float | None) -> str:

@@ -1,9 +1,34 @@
-"""Per-user sliding-window rate limit. Pure: time comes in as an argument."""
+"""Per-user sliding-window rate limit. Pure: time comes in as an argument.
+
+Two calls, named for what they do: :meth:`RateLimiter.peek_wait_s` only reads;
+:meth:`RateLimiter.acquire` decides one message and records it. Call ``acquire`` once per
+message (``bot.update_context`` does) and let everything else read its :class:`RateVerdict`.
+"""
 
 from __future__ import annotations
 
 import math
 from collections import deque
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class RateVerdict:
+    """The rate limit's decision on one message: ``wait_s`` is 0 when it is allowed (and was
+    counted), else the whole seconds (≥ 1) until the sender may send again; ``is_notice`` is
+    True for a refusal the sender should be told about ("please wait N s"), False for one that
+    is dropped silently (and for every allowed message)."""
+
+    wait_s: int = 0
+    is_notice: bool = False
+
+    @property
+    def is_allowed(self) -> bool:
+        return self.wait_s == 0
+
+
+ALLOWED = RateVerdict()
+"""The verdict on a message that nothing limits (no sender to count it against)."""
 
 
 class RateLimiter:
@@ -11,7 +36,7 @@ class RateLimiter:
 
     ``max_n <= 0`` allows everything. State is in memory, one deque of timestamps per user
     that has an event in the current window, and for users who were told to wait, when they
-    were told and when they were last refused (see :meth:`should_notify`).
+    were told and when they were last refused (see :meth:`acquire`).
     """
 
     def __init__(self, max_n: int, window_s: float) -> None:
@@ -20,39 +45,45 @@ class RateLimiter:
         self._events: dict[int, deque[float]] = {}
         self._notice: dict[int, tuple[float, float]] = {}  # (told at, last refused at)
 
-    def wait_s(self, user_id: int, now_s: float) -> int:
-        """Record an event for ``user_id`` at ``now_s`` (monotonic seconds) if allowed.
-
-        Returns:
-            0 when allowed (and recorded); otherwise the whole seconds (≥ 1) until the oldest
-            event in the window expires, and nothing is recorded.
-        """
+    def peek_wait_s(self, user_id: int, now_s: float) -> int:
+        """Seconds ``user_id`` would have to wait at ``now_s`` (monotonic seconds): 0 when a
+        message would be allowed, else whole seconds (≥ 1) until the oldest event in the window
+        expires. Records nothing: calling it any number of times changes no later answer."""
         if self.max_n <= 0:
             return 0
+        recent = [t for t in self._events.get(user_id, ()) if t > now_s - self.window_s]
+        if len(recent) < self.max_n:
+            return 0
+        return max(1, math.ceil(recent[0] + self.window_s - now_s))
+
+    def acquire(self, user_id: int, now_s: float) -> RateVerdict:
+        """Decide one message of ``user_id`` at ``now_s`` (monotonic seconds), and record it.
+
+        Returns:
+            Allowed (``wait_s`` 0): the message counts as an event of the window. Refused: no
+            event is recorded; ``wait_s`` as :meth:`peek_wait_s` says, and ``is_notice`` True
+            for the first refusal (the user is told to wait), False while the user keeps
+            sending anyway (the message is dropped). A user who stopped after the notice until
+            allowed again, or was refused nothing for ``window_s``, gets a notice next time.
+        """
+        wait_s = self.peek_wait_s(user_id, now_s)
+        if wait_s:
+            return RateVerdict(wait_s, self._is_notice(user_id, now_s))
+        if self.max_n <= 0:
+            return ALLOWED
         events = self._events.setdefault(user_id, deque())
         while events and events[0] <= now_s - self.window_s:
             events.popleft()
-        if len(events) >= self.max_n:
-            return max(1, math.ceil(events[0] + self.window_s - now_s))
         events.append(now_s)
         told = self._notice.get(user_id)
         if told is not None and (told[1] == told[0] or told[1] <= now_s - self.window_s):
             del self._notice[user_id]  # they heeded the notice: a new burst earns a new one
         self._prune(now_s)
-        return 0
+        return ALLOWED
 
-    def is_limited(self, user_id: int, now_s: float) -> bool:
-        """Whether :meth:`wait_s` would refuse ``user_id`` at ``now_s``; records nothing."""
-        if self.max_n <= 0:
-            return False
-        events = self._events.get(user_id, ())
-        return sum(t > now_s - self.window_s for t in events) >= self.max_n
-
-    def should_notify(self, user_id: int, now_s: float) -> bool:
-        """Whether to tell ``user_id``, refused by :meth:`wait_s` at ``now_s`` (monotonic
-        seconds), to wait: True (and recorded) for the first refusal; False, and the message is
-        dropped, while the user keeps sending anyway. A user who stopped after the notice until
-        allowed again, or was refused nothing for ``window_s``, gets a notice next time."""
+    def _is_notice(self, user_id: int, now_s: float) -> bool:
+        """Record a refusal of ``user_id`` at ``now_s``: True (a notice) when the user was not
+        told to wait, or not refused for ``window_s``; else False."""
         told = self._notice.get(user_id)
         if told is None or told[1] <= now_s - self.window_s:
             self._notice[user_id] = (now_s, now_s)

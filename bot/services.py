@@ -137,7 +137,7 @@ class Asker:
 class VoiceNote:
     """A voice note before download: ``file_size`` in bytes and ``duration_s`` in seconds as the
     sender advertised them (None if not given); ``fetch()`` downloads the encoded audio and
-    raises ``bot.questions.VoiceDownloadError`` when the Bot API refuses (e.g. file too big)."""
+    raises ``bot.errors.VoiceDownloadError`` when the Bot API refuses (e.g. file too big)."""
 
     file_size: int | None
     duration_s: float | None

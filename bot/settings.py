@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
+from bot.errors import SettingsError
 from clients.stt import SarvamSettings
 from clients.tts import SarvamTTSSettings
 from rag.generative import OpenRouterSettings
@@ -118,10 +119,16 @@ class Settings:
         """Read every section from ``env`` (default ``os.environ``).
 
         Raises:
-            ValueError: a malformed value, naming the variable (e.g. ``BOT_MAX_VOICE_S=2m``,
+            SettingsError: a malformed value, naming the variable (e.g. ``BOT_MAX_VOICE_S=2m``,
                 ``BOT_ALLOWED_USER_IDS=12,abc``, ``VOICE_RAG_USE_GATE=maybe``).
         """
-        env = os.environ if env is None else env
+        try:
+            return cls._read(os.environ if env is None else env)
+        except ValueError as exc:  # the section readers' (rag.settings) and ours, below
+            raise SettingsError(str(exc)) from None
+
+    @classmethod
+    def _read(cls, env: Mapping[str, str]) -> Settings:
         bot = settings_from_env(BotSettings, env, "BOT_")
         try:
             ids = tuple(int(x) for x in bot.allowed_user_ids)

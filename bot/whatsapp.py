@@ -67,10 +67,11 @@ from bot.commands import (
     voice_command_reply,
     why_reply,
 )
-from bot.messages import t
-from bot.questions import VoiceDownloadError, answer_text, answer_voice
-from bot.services import Asker, Reply, Services, VoiceNote, ui_language
+from bot.errors import SettingsError, VoiceDownloadError
+from bot.questions import answer_text, answer_voice
+from bot.services import Asker, Reply, Services, VoiceNote
 from bot.settings import Settings
+from bot.update_context import load_context
 from bot.voice_reply import make_voice, record_voice
 from bot.whatsapp_graph import GraphClient, GraphError
 from rag.settings import bounded, settings_from_env, wire_text
@@ -125,16 +126,19 @@ class WhatsAppSettings:
         """Read ``WHATSAPP_*`` (and ``$PORT`` when ``WHATSAPP_PORT`` is unset).
 
         Raises:
-            ValueError: a malformed value, naming the variable.
+            SettingsError: a malformed value, naming the variable.
         """
         env = os.environ if env is None else env
         if env.get("PORT") and not env.get("WHATSAPP_PORT"):
             env = {**env, "WHATSAPP_PORT": env["PORT"]}
-        wa = settings_from_env(cls, env, "WHATSAPP_")
+        try:
+            wa = settings_from_env(cls, env, "WHATSAPP_")
+        except ValueError as exc:
+            raise SettingsError(str(exc)) from None
         numbers = tuple(n.lstrip("+").replace(" ", "") for n in wa.allowed_numbers)
         if any(not n.isdigit() for n in numbers):
-            raise ValueError("WHATSAPP_ALLOWED_NUMBERS must be comma-separated phone numbers "
-                             f"with country code, got {env.get('WHATSAPP_ALLOWED_NUMBERS')!r}")
+            raise SettingsError("WHATSAPP_ALLOWED_NUMBERS must be comma-separated phone numbers "
+                                f"with country code, got {env.get('WHATSAPP_ALLOWED_NUMBERS')!r}")
         return cls(**{**{f: getattr(wa, f) for f in cls.__dataclass_fields__},
                       "allowed_numbers": numbers})
 
@@ -421,8 +425,7 @@ class WhatsAppFrontEnd:
             if age_s is not None and age_s > self.services.settings.bot.inbox_max_age_s:
                 log.info("stale_question frontend=whatsapp chat_id=%s message_id=%s age_s=%.0f",
                          wa_id, wamid, age_s)
-                chat = await self.services.db.get_chat_settings(asker.chat_id)
-                reply = Reply([t("stale_question", ui_language(chat.lang, asker))])
+                reply = (await load_context(self.services, asker)).say("stale_question")
             else:
                 reply = await self.reply_to(asker, message)
             outcome = await self.send(wa_id, reply)
@@ -432,8 +435,7 @@ class WhatsAppFrontEnd:
             log.exception("whatsapp_error chat_id=%s message_id=%s", wa_id, wamid)
             outcome = "error"
             try:
-                chat = await self.services.db.get_chat_settings(asker.chat_id)
-                await self.send(wa_id, Reply([t("error", ui_language(chat.lang, asker))]))
+                await self.send(wa_id, (await load_context(self.services, asker)).say("error"))
             except Exception:
                 log.exception("whatsapp_error_reply_failed chat_id=%s", wa_id)
         reply_ms = (time.perf_counter() - start) * 1e3
@@ -449,8 +451,7 @@ class WhatsAppFrontEnd:
         services, kind = self.services, message.get("type")
         if self.wa.allowed_numbers and message["from"] not in self.wa.allowed_numbers:
             log.warning("not_allowed frontend=whatsapp chat_id=%s", message["from"])
-            chat = await services.db.get_chat_settings(asker.chat_id)
-            return Reply([t("not_allowed", ui_language(chat.lang, asker))])
+            return (await load_context(services, asker)).say("not_allowed")
         if kind == "text":
             text = message.get("text")
             text = text.get("body") if isinstance(text, dict) else None
@@ -591,7 +592,7 @@ def run_whatsapp(settings: Settings, env: Mapping[str, str] | None = None) -> in
     """Serve the WhatsApp webhook until SIGINT/SIGTERM; the exit code (2: settings missing)."""
     try:
         wa = WhatsAppSettings.from_env(env)
-    except ValueError as exc:
+    except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     problem = wa.missing()

@@ -33,6 +33,8 @@ from typing import Any
 
 import httpx
 
+from bot.errors import BotError
+
 log = logging.getLogger(__name__)
 
 RATE_LIMIT_CODES = frozenset({4, 80007, 130429, 131048, 131056})
@@ -44,7 +46,7 @@ MEDIA_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,256}")
 would send the bearer token to another host or path, so it is refused before any request."""
 
 
-class GraphError(Exception):
+class GraphError(BotError):
     """A Graph API call that failed for good: ``kind`` (see the module docstring), ``status``
     (HTTP, 0 for network errors), Graph ``code`` (None if absent), ``n_attempts`` calls made."""
 

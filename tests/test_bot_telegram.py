@@ -611,7 +611,7 @@ async def test_rate_limit_asks_the_user_to_wait(tg, bot_settings, pipeline):
 
 async def test_flood_gets_one_please_wait_notice_then_is_dropped_with_a_log_line(
         tg, bot_settings, pipeline, caplog):
-    caplog.set_level(logging.INFO, logger="bot.questions")
+    caplog.set_level(logging.INFO, logger="bot.update_context")
     settings = replace(bot_settings, bot=replace(bot_settings.bot, rate_limit_n=2,
                                                  rate_limit_window_s=60))
     async with running(settings, pipeline):

@@ -10,6 +10,7 @@ from telegram import Chat, File, Message, MessageEntity, User
 
 from bot.app import main
 from bot.console import to_plain
+from bot.errors import SettingsError, StartupError, VoiceDownloadError
 from bot.handlers import download
 from bot.incoming import (
     asker_of,
@@ -18,11 +19,10 @@ from bot.incoming import (
     question_text,
     unknown_command,
 )
-from bot.questions import VoiceDownloadError
-from bot.ratelimit import RateLimiter
+from bot.ratelimit import RateLimiter, RateVerdict
 from bot.services import Asker, script_language, ui_language
 from bot.settings import Settings
-from bot.startup import StartupError, check_startup
+from bot.startup import check_startup
 
 BOT_ID, BOT_NAME = 999, "voicerag_test_bot"
 
@@ -43,40 +43,47 @@ def _message(text: str, chat_type: str = "private", reply_to_bot: bool = False) 
 
 def test_rate_limiter_allows_n_per_window_then_says_how_long_to_wait():
     limiter = RateLimiter(max_n=2, window_s=30)
-    assert limiter.wait_s(1, 100.0) == 0
-    assert limiter.wait_s(1, 101.0) == 0
-    assert limiter.wait_s(1, 110.2) == 20  # the first event leaves the window at 130.0
-    assert limiter.wait_s(2, 110.2) == 0  # per user
-    assert limiter.wait_s(1, 130.0) == 0
+    assert limiter.acquire(1, 100.0).is_allowed
+    assert limiter.acquire(1, 101.0) == RateVerdict(0, is_notice=False)
+    assert limiter.acquire(1, 110.2).wait_s == 20  # the first event leaves the window at 130.0
+    assert limiter.acquire(2, 110.2).is_allowed  # per user
+    assert limiter.acquire(1, 130.0).is_allowed
 
 
 def test_rate_limiter_with_zero_limit_allows_everything():
     limiter = RateLimiter(max_n=0, window_s=30)
-    assert all(limiter.wait_s(1, 1.0) == 0 for _ in range(100))
+    assert all(limiter.acquire(1, 1.0).is_allowed for _ in range(100))
+    assert limiter.peek_wait_s(1, 1.0) == 0
+
+
+def test_peeking_at_the_rate_limiter_twice_consumes_nothing():
+    limiter = RateLimiter(max_n=1, window_s=30)
+    assert limiter.peek_wait_s(1, 100.0) == 0 and limiter.peek_wait_s(1, 100.0) == 0
+    assert limiter.acquire(1, 100.0).is_allowed  # the peeks left the one slot free
+    assert limiter.peek_wait_s(1, 101.0) == 29 and limiter.peek_wait_s(1, 101.0) == 29
+    # peeking at a limited user records no refusal: the first refusal is still the notice
+    assert limiter.acquire(1, 102.0) == RateVerdict(28, is_notice=True)
+    assert limiter.peek_wait_s(1, 130.0) == 0
 
 
 def test_rate_limiter_tells_a_user_who_heeded_the_notice_again():
     limiter = RateLimiter(max_n=1, window_s=30)
-    assert limiter.wait_s(1, 100.0) == 0
-    assert limiter.is_limited(1, 101.0) and not limiter.is_limited(2, 101.0)
-    assert limiter.wait_s(1, 101.0) == 29 and limiter.should_notify(1, 101.0)
-    assert limiter.should_notify(2, 101.0)  # per user
-    assert not limiter.is_limited(1, 130.0)
-    assert limiter.wait_s(1, 130.0) == 0  # waited as told: allowed again
+    assert limiter.acquire(1, 100.0).is_allowed
+    assert limiter.peek_wait_s(1, 101.0) and not limiter.peek_wait_s(2, 101.0)
+    assert limiter.acquire(1, 101.0) == RateVerdict(29, is_notice=True)
+    assert limiter.acquire(2, 101.0).is_allowed  # per user
+    assert not limiter.peek_wait_s(1, 130.0)
+    assert limiter.acquire(1, 130.0).is_allowed  # waited as told: allowed again
     # the first refusal of the next burst is told to wait again, however soon it comes
-    assert limiter.wait_s(1, 130.5) == 30 and limiter.should_notify(1, 130.5)
-    assert limiter.wait_s(1, 131.0) == 29 and not limiter.should_notify(1, 131.0)
+    assert limiter.acquire(1, 130.5) == RateVerdict(30, is_notice=True)
+    assert limiter.acquire(1, 131.0) == RateVerdict(29, is_notice=False)
 
 
 def test_rate_limiter_tells_a_steady_flood_once():
     limiter = RateLimiter(max_n=2, window_s=6)
-    notices = answers = 0
-    for i in range(40):  # one message every 0.5 s for 20 s
-        now = 100.0 + 0.5 * i
-        if limiter.wait_s(1, now) == 0:
-            answers += 1
-        else:
-            notices += limiter.should_notify(1, now)
+    verdicts = [limiter.acquire(1, 100.0 + 0.5 * i) for i in range(40)]  # one per 0.5 s, 20 s
+    answers = sum(v.is_allowed for v in verdicts)
+    notices = sum(v.is_notice for v in verdicts)
     assert notices == 1 and answers == 2 + 2 * 3  # 2 at once, then 2 per 6 s slot
 
 
@@ -159,7 +166,7 @@ def test_settings_read_sections_allow_list_and_paas_port():
 
 
 def test_settings_reject_non_numeric_allowed_user_ids():
-    with pytest.raises(ValueError, match="BOT_ALLOWED_USER_IDS"):
+    with pytest.raises(SettingsError, match="BOT_ALLOWED_USER_IDS"):
         Settings.from_env({"BOT_ALLOWED_USER_IDS": "12,abc"})
 
 
@@ -186,6 +193,19 @@ def test_python_m_bot_exits_2_with_the_reason(monkeypatch, capsys, tmp_path: Pat
     monkeypatch.setenv("VOICE_RAG_INDEX_DIR", str(tmp_path))
     assert main([]) == 2
     assert "TELEGRAM_TOKEN is not set" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("variable", "value"), [
+    ("BOT_MAX_VOICE_S", "2m"),  # read by rag.settings
+    ("BOT_ALLOWED_USER_IDS", "12,abc"),  # checked by bot.settings
+    ("VOICE_RAG_USE_GATE", "maybe"),  # the core's section
+])
+def test_a_malformed_setting_stops_start_up_with_one_line_naming_it(monkeypatch, capsys,
+                                                                     variable, value):
+    monkeypatch.setenv(variable, value)
+    assert main(["--console"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {variable} must be ") and err.count("\n") == 1
 
 
 def test_console_shows_html_as_plain_text():
