@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from standins.telegram import DEFAULT_TOKEN, parse_html  # noqa: E402
-from tests.voice_notes import make_voice_note  # noqa: E402
+from standins.voice_notes import make_voice_note  # noqa: E402
 
 QUESTION_HI = "छोटे खीरे में कैलोरी की मात्रा"
 CHAT_ID = 42

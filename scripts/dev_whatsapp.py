@@ -34,8 +34,8 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from standins.voice_notes import make_voice_note  # noqa: E402
 from standins.whatsapp import FakeGraph, audio_message, encode, sign, text_message  # noqa: E402
-from tests.voice_notes import make_voice_note  # noqa: E402
 
 QUESTION_HI = "छोटे खीरे में कैलोरी की मात्रा"
 SARVAM_KEY = "dev-sarvam-key"

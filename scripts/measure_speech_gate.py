@@ -28,7 +28,7 @@ from bot.speech import (  # noqa: E402
     measure_speech,
     pcm_of_wav,
 )
-from tests.voice_notes import (  # noqa: E402
+from standins.voice_notes import (  # noqa: E402
     NOISE_RATE_HZ,
     encode_note,
     make_voice_note,

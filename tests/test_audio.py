@@ -17,7 +17,7 @@ from bot.audio import (
     split_wav,
     transcode_to_wav,
 )
-from tests.voice_notes import (
+from standins.voice_notes import (
     make_long_voice_note,
     make_voice_note,
     make_wav,

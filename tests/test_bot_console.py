@@ -16,7 +16,7 @@ from bot.settings import BotSettings, Settings, TelegramSettings
 from clients.stt import SarvamSettings
 from rag.generative import OpenRouterSettings
 from standins.sarvam import Reply, SarvamStandin
-from tests.voice_notes import make_long_voice_note, make_voice_note, tools_available
+from standins.voice_notes import make_long_voice_note, make_voice_note, tools_available
 
 pytestmark = pytest.mark.skipif(not tools_available(), reason="needs espeak-ng and ffmpeg")
 

@@ -19,8 +19,8 @@ import httpx
 import pytest
 
 from standins.telegram import FakeTelegram, parse_html
+from standins.voice_notes import tools_available
 from storage.db import Database
-from tests.voice_notes import tools_available
 
 pytestmark = pytest.mark.skipif(not tools_available(), reason="needs ffmpeg")
 

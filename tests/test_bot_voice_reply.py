@@ -25,8 +25,8 @@ from rag.generative import OpenRouterSettings
 from standins.openai import Reply as LlmReply
 from standins.sarvam import Reply
 from standins.telegram import Call, FakeTelegram, parse_html
+from standins.voice_notes import make_voice_note, tools_available
 from storage.db import Database
-from tests.voice_notes import make_voice_note, tools_available
 
 pytestmark = pytest.mark.skipif(not tools_available(), reason="needs espeak-ng and ffmpeg")
 

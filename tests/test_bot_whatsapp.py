@@ -31,6 +31,7 @@ from bot.whatsapp import (
 from clients.stt import SarvamSettings
 from rag.generative import OpenRouterSettings
 from standins.sarvam import Reply
+from standins.voice_notes import make_voice_note, tools_available
 from standins.whatsapp import (
     FakeGraph,
     audio_message,
@@ -42,7 +43,6 @@ from standins.whatsapp import (
 )
 from storage.db import Database
 from tests.conftest import ROOT
-from tests.voice_notes import make_voice_note, tools_available
 
 pytestmark = pytest.mark.skipif(not tools_available(), reason="needs espeak-ng and ffmpeg")
 

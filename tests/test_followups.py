@@ -141,8 +141,8 @@ def test_repeat_filter_keys_on_words_and_forgets_after_the_window():
 
 async def test_forwarded_voice_note_is_recorded_as_forwarded(bot, tg, sarvam, bot_settings):
     from standins.sarvam import Reply as SttReply
+    from standins.voice_notes import make_voice_note
     from tests.test_bot_telegram import last_decision
-    from tests.voice_notes import make_voice_note
 
     sarvam.enqueue(SttReply(XBOX))
     file_id = tg.add_file(make_voice_note("how much does an xbox 360 cost", "en"))

@@ -18,9 +18,9 @@ import pytest
 
 import tests.test_bot_telegram as tbt
 from standins.telegram import FakeTelegram
+from standins.voice_notes import tools_available
 from tests.test_bot_process import bot_env, bot_process, free_port
 from tests.test_bot_telegram import bot, bot_settings  # noqa: F401  (fixtures)
-from tests.voice_notes import tools_available
 
 pytestmark = pytest.mark.skipif(not tools_available(), reason="needs ffmpeg")
 

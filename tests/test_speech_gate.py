@@ -12,14 +12,7 @@ import pytest
 from bot.audio import transcode_to_wav
 from bot.speech import MIN_SPEECH_S, is_filler_only, measure_speech
 from standins.sarvam import Reply
-from tests.test_bot_telegram import (  # noqa: F401  (fixtures)
-    CHAT,
-    bot,
-    bot_settings,
-    last_decision,
-    replies,
-)
-from tests.voice_notes import (
+from standins.voice_notes import (
     NOISE_RATE_HZ,
     encode_note,
     make_voice_note,
@@ -29,6 +22,13 @@ from tests.voice_notes import (
     tone,
     tools_available,
     white_noise,
+)
+from tests.test_bot_telegram import (  # noqa: F401  (fixtures)
+    CHAT,
+    bot,
+    bot_settings,
+    last_decision,
+    replies,
 )
 
 pytestmark = pytest.mark.skipif(not tools_available(), reason="needs espeak-ng and ffmpeg")
@@ -58,7 +58,7 @@ def test_spoken_questions_pass_the_speech_gate(text, lang):
 
 def test_a_question_spoken_over_background_noise_passes():
     from bot.speech import pcm_of_wav
-    from tests.voice_notes import speak_wav
+    from standins.voice_notes import speak_wav
 
     samples, rate = pcm_of_wav(speak_wav("what is the capital of india", "en"))
     speech = np.interp(np.arange(int(len(samples) * NOISE_RATE_HZ / rate)) * rate / NOISE_RATE_HZ,

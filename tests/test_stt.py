@@ -12,7 +12,7 @@ import pytest
 from clients.stt import SarvamSettings, SarvamSTT, Transcript, sarvam_language_code
 from rag.errors import ServiceError
 from standins.sarvam import Reply, SarvamStandin, audio_key
-from tests.voice_notes import make_wav
+from standins.voice_notes import make_wav
 
 KEY = "test-subscription-key"
 
@@ -49,7 +49,7 @@ def wav() -> bytes:
 
 async def test_returns_transcript_and_language_and_sends_key_model_language_code(sarvam, stt):
     from bot.audio import transcode_to_wav
-    from tests.voice_notes import make_voice_note
+    from standins.voice_notes import make_voice_note
 
     voice_wav = transcode_to_wav(make_voice_note("भारत की राजधानी क्या है", "hi"))
     sarvam.add_transcript(voice_wav, "भारत की राजधानी क्या है", "hi-IN", 0.97)

@@ -16,7 +16,7 @@ from bot.services import Speech
 from bot.voice_cache import VoiceAudio, VoiceCache
 from bot.voice_reply import encode_voice_note, speech_for
 from rag.types import Citation, Result, Status
-from tests.voice_notes import speak_wav, tools_available
+from standins.voice_notes import speak_wav, tools_available
 
 needs_tools = pytest.mark.skipif(not tools_available(), reason="needs espeak-ng and ffmpeg")
 

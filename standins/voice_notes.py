@@ -1,4 +1,6 @@
-"""Real voice notes for tests: espeak-ng speech encoded as OGG/Opus the way Telegram sends them.
+"""Real voice notes for tests, demos (scripts/dev_bot.py, scripts/dev_whatsapp.py) and
+measurements (scripts/measure_speech_gate.py): espeak-ng speech encoded as OGG/Opus the way
+Telegram sends them, plus tones, noise and silence that are not speech.
 
 ``make_voice_note("what is the capital of india", "en")`` returns the bytes of a 48 kHz mono
 Opus (24 kbit/s) OGG file. Results are cached by content in ``$TMPDIR/voice-rag-voice-notes``,
