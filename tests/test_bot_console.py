@@ -1,4 +1,8 @@
-"""The console chat runs the same service functions as the Telegram handlers, without a token."""
+"""The console chat runs the same service functions as the Telegram handlers, without a token.
+
+The first test and ``python -m bot --console`` answer from the shared-sample index (slow); the
+others, which test the console's handling rather than its answers, from the fake pipeline
+(tests/fakes.py)."""
 
 from __future__ import annotations
 
@@ -58,16 +62,16 @@ async def test_console_answers_text_voice_why_and_lang(tmp_path, settings, pipel
 
 
 async def test_voice_note_whose_transcript_has_a_lone_surrogate_and_numeric_language_is_answered(
-        tmp_path, settings, pipeline):
+        tmp_path, fake_settings, fake_pipeline):
     note = tmp_path / "xbox.ogg"
     note.write_bytes(make_voice_note("How much does an Xbox 360 cost?", "en"))
     async with SarvamStandin(api_key="k") as sarvam:
         sarvam.enqueue(Reply("How much does an Xbox 360 cost? \ud800", language_code=7))
         services = await Services.open(Settings(
-            rag=settings, sarvam=SarvamSettings(api_key="k", base_url=sarvam.base_url),
+            rag=fake_settings, sarvam=SarvamSettings(api_key="k", base_url=sarvam.base_url),
             openrouter=OpenRouterSettings(), telegram=TelegramSettings(),
             bot=BotSettings(db_path=tmp_path / "console.sqlite3"),
-        ), pipeline)
+        ), fake_pipeline)
         try:
             [reply] = await ask(services, str(note))
             stored = await services.db.last_decision(CONSOLE_CHAT_ID)
@@ -78,17 +82,17 @@ async def test_voice_note_whose_transcript_has_a_lone_surrogate_and_numeric_lang
 
 
 async def test_voice_note_over_the_whole_note_speech_deadline_gets_speech_service_too_slow(
-        tmp_path, settings, pipeline):
+        tmp_path, fake_settings, fake_pipeline):
     note = tmp_path / "long.ogg"
     note.write_bytes(make_long_voice_note(40))  # 2 chunks
     async with SarvamStandin(api_key="k") as sarvam:
         sarvam.enqueue(*[Reply("part", delay_s=0.8)] * 2)
         services = await Services.open(Settings(
-            rag=settings, sarvam=SarvamSettings(api_key="k", base_url=sarvam.base_url,
+            rag=fake_settings, sarvam=SarvamSettings(api_key="k", base_url=sarvam.base_url,
                                                 timeout_s=5.0, total_timeout_s=1.0),
             openrouter=OpenRouterSettings(), telegram=TelegramSettings(),
             bot=BotSettings(db_path=tmp_path / "console.sqlite3"),
-        ), pipeline)
+        ), fake_pipeline)
         try:
             [reply] = await ask(services, str(note))
             why = to_plain((await ask(services, "/why"))[0])
@@ -99,12 +103,13 @@ async def test_voice_note_over_the_whole_note_speech_deadline_gets_speech_servic
 
 
 @pytest.fixture
-async def services(tmp_path, settings, pipeline) -> AsyncIterator[Services]:
-    """Services on the sample index, no speech-to-text (these tests never reach it)."""
+async def services(tmp_path, fake_settings, fake_pipeline) -> AsyncIterator[Services]:
+    """Services on the fake pipeline (tests/fakes.py), no speech-to-text (these tests never
+    reach it)."""
     opened = await Services.open(Settings(
-        rag=settings, sarvam=SarvamSettings(), openrouter=OpenRouterSettings(),
+        rag=fake_settings, sarvam=SarvamSettings(), openrouter=OpenRouterSettings(),
         telegram=TelegramSettings(), bot=BotSettings(db_path=tmp_path / "console.sqlite3"),
-    ), pipeline)
+    ), fake_pipeline)
     try:
         yield opened
     finally:
@@ -192,9 +197,9 @@ async def test_console_starts_by_saying_the_language_and_mode_and_where_they_are
 
 
 async def test_lang_and_mode_chosen_in_one_console_session_are_shown_when_the_next_starts(
-        services, pipeline):
+        services, fake_pipeline):
     await chat(services, _lines(["/lang hi", "/mode generative"]), lambda _: None)
-    later = await Services.open(services.settings, pipeline)
+    later = await Services.open(services.settings, fake_pipeline)
     out: list[str] = []
     try:
         await chat(later, _lines([]), out.append)

@@ -1,5 +1,7 @@
 """The real PTB Application against the fake Bot API server and the Sarvam stand-in, on
-127.0.0.1, answering from the shared-sample index with real OGG/Opus voice notes.
+127.0.0.1, with real OGG/Opus voice notes. Tests of the bot's behaviour answer from the fake
+pipeline (``bot``: tests/fakes.py, 200 passages, no model); tests of real answers from the
+shared-sample index (``real_bot``, marked slow).
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ from bot.app import build_application, polling
 from bot.settings import BotSettings, Settings, TelegramSettings
 from clients.stt import SarvamSettings
 from rag.generative import OpenRouterSettings
+from rag.settings import RagSettings
 from standins.openai import Reply as LlmReply
 from standins.sarvam import Reply
 from standins.telegram import Call, FakeTelegram, parse_html
+from standins.voice_notes import make_long_voice_note, make_voice_note, sine_ogg, tools_available
 from storage.db import Database
-from tests.voice_notes import make_long_voice_note, make_voice_note, sine_ogg, tools_available
 
 pytestmark = pytest.mark.skipif(not tools_available(), reason="needs espeak-ng and ffmpeg")
 
@@ -34,11 +37,10 @@ STICKER = {"file_id": "F1", "file_unique_id": "U1", "type": "regular", "width": 
            "height": 512, "is_animated": False, "is_video": False}
 
 
-@pytest.fixture
-def bot_settings(tmp_path, settings, tg, sarvam, llm) -> Settings:
+def stand_in_settings(rag: RagSettings, tmp_path, tg, sarvam, llm) -> Settings:
     """Settings pointing at the stand-ins; tests ``replace`` sections as they need."""
     return Settings(
-        rag=settings,
+        rag=rag,
         sarvam=SarvamSettings(api_key="test-key", base_url=sarvam.base_url, timeout_s=2.0,
                               max_attempts=2, backoff_base_s=0.01),
         openrouter=OpenRouterSettings(api_key="llm-key", base_url=llm.base_url),
@@ -48,14 +50,32 @@ def bot_settings(tmp_path, settings, tg, sarvam, llm) -> Settings:
     )
 
 
+@pytest.fixture
+def bot_settings(tmp_path, fake_settings, tg, sarvam, llm) -> Settings:
+    """The stand-ins and the fake index (floors 0.25, no gate: tests/fakes.py)."""
+    return stand_in_settings(fake_settings, tmp_path, tg, sarvam, llm)
+
+
+@pytest.fixture
+def real_bot_settings(tmp_path, settings, tg, sarvam, llm) -> Settings:
+    """The stand-ins and the index of the whole shared sample (production floors and gate)."""
+    return stand_in_settings(settings, tmp_path, tg, sarvam, llm)
+
+
 def running(settings: Settings, pipeline):
     """The Application polling the fake, as ``run_polling`` would run it (post_init included)."""
     return polling(build_application(settings, pipeline), settings)
 
 
 @pytest.fixture
-async def bot(bot_settings, pipeline):
-    async with running(bot_settings, pipeline) as app:
+async def bot(bot_settings, fake_pipeline):
+    async with running(bot_settings, fake_pipeline) as app:
+        yield app
+
+
+@pytest.fixture
+async def real_bot(real_bot_settings, pipeline):
+    async with running(real_bot_settings, pipeline) as app:
         yield app
 
 
@@ -113,7 +133,8 @@ async def test_typed_question_is_answered_with_citations_then_why_shows_the_chai
     assert stored.reply_ms is not None and stored.reply_ms > 0
 
 
-async def test_off_corpus_question_is_refused_with_score_and_floor(bot, tg, bot_settings):
+async def test_off_corpus_question_is_refused_with_score_and_floor(real_bot, tg,
+                                                                   real_bot_settings):
     await tg.push_text(CHAT, PM)
     [refusal] = await replies(tg)
     assert re.search(r"best match 0\.\d{3} is below the floor 0\.840", refusal)
@@ -121,13 +142,13 @@ async def test_off_corpus_question_is_refused_with_score_and_floor(bot, tg, bot_
     await tg.push_text(CHAT, "/why")
     [why] = await replies(tg)
     assert re.search(r"relevance_guard — refused: top 0\.\d{3} < floor 0\.840 \(en\)", why)
-    async with await Database.open(bot_settings.bot.db_path) as db:
+    async with await Database.open(real_bot_settings.bot.db_path) as db:
         [row] = await db.refusals(CHAT)
     assert row.status == "refused-no-match" and row.floor == pytest.approx(0.84)
 
 
 async def test_hindi_voice_note_is_answered_in_devanagari_with_transcript_and_citation(
-        bot, tg, sarvam, bot_settings):
+        real_bot, tg, sarvam, real_bot_settings):
     sarvam.enqueue(Reply(transcript=CUCUMBER_HI, language_code="hi-IN"))
     await tg.push_voice(CHAT, make_voice_note(CUCUMBER_HI, "hi"), duration_s=3)
     [answer] = await replies(tg)
@@ -147,7 +168,7 @@ async def test_hindi_voice_note_is_answered_in_devanagari_with_transcript_and_ci
                   "speech_to_text — hi-IN", "language — hi: speech-to-text",
                   "relevance_guard — passed"):
         assert stage in why, stage
-    stored = await last_decision(bot_settings)
+    stored = await last_decision(real_bot_settings)
     assert stored.source == "voice" and stored.transcript == CUCUMBER_HI and stored.stt_ms > 0
 
 
@@ -156,7 +177,7 @@ async def test_hindi_voice_note_is_answered_in_devanagari_with_transcript_and_ci
     ("te", "కాలుష్యం మానవ జనాభాను ఎలా పెంచుతుంది", "te-IN", r"[\u0C00-\u0C7F]", "మూలాలు"),
 ])
 async def test_gujarati_and_telugu_voice_notes_are_answered_in_their_script(
-        bot, tg, sarvam, lang, question, code, script, sources):
+        real_bot, tg, sarvam, lang, question, code, script, sources):
     sarvam.enqueue(Reply(transcript=question, language_code=code))
     await tg.push_voice(CHAT, make_voice_note(question, lang), duration_s=3)
     [answer] = await replies(tg)
@@ -166,11 +187,11 @@ async def test_gujarati_and_telugu_voice_notes_are_answered_in_their_script(
 
 
 async def test_chat_action_is_refreshed_while_the_answer_takes_long(tg, sarvam, bot_settings,
-                                                                     pipeline):
+                                                                     fake_pipeline):
     settings = replace(bot_settings,
                        telegram=replace(bot_settings.telegram, chat_action_interval_s=0.1))
     sarvam.enqueue(Reply(XBOX, delay_s=0.6))
-    async with running(settings, pipeline):
+    async with running(settings, fake_pipeline):
         await tg.push_voice(CHAT, make_voice_note("xbox", "en"), duration_s=2)
         await replies(tg)
         await tg.wait_for("sendVoice")  # the spoken reply (/voice auto) comes after the text
@@ -214,9 +235,9 @@ async def test_voice_over_the_length_limit_is_refused_before_download(bot, tg, s
 
 
 async def test_voice_longer_than_advertised_is_refused_after_decoding_one_second_past_the_limit(
-        tg, sarvam, bot_settings, pipeline):
+        tg, sarvam, bot_settings, fake_pipeline):
     settings = replace(bot_settings, bot=replace(bot_settings.bot, max_voice_s=10))
-    async with running(settings, pipeline):
+    async with running(settings, fake_pipeline):
         await tg.push_voice(CHAT, sine_ogg(60), duration_s=3)  # 60 s that claim to be 3 s
         [refusal] = await replies(tg)
         await tg.push_text(CHAT, "/why")
@@ -284,10 +305,11 @@ async def test_sarvam_500_says_the_speech_service_is_unavailable(bot, tg, sarvam
     assert stored.result.trace.get("speech_to_text").decision == "error"
 
 
-async def test_sarvam_timeout_says_the_speech_service_is_slow(tg, sarvam, bot_settings, pipeline):
+async def test_sarvam_timeout_says_the_speech_service_is_slow(tg, sarvam, bot_settings,
+                                                               fake_pipeline):
     settings = replace(bot_settings, sarvam=replace(bot_settings.sarvam, timeout_s=0.3))
     sarvam.enqueue(Reply("late", delay_s=2), Reply("late", delay_s=2))
-    async with running(settings, pipeline):
+    async with running(settings, fake_pipeline):
         await tg.push_voice(CHAT, make_voice_note("hello there", "en"), duration_s=2)
         [reply] = await replies(tg)
     assert reply.startswith("The speech service is too slow right now.")
@@ -441,7 +463,7 @@ async def test_voice_note_with_a_caption_mentioning_the_bot_is_answered_in_a_gro
 
 
 async def test_anonymous_admins_of_two_groups_have_their_own_rate_limits(
-        tg, bot_settings, pipeline):
+        tg, bot_settings, fake_pipeline):
     settings = replace(bot_settings, bot=replace(bot_settings.bot, rate_limit_n=1,
                                                  rate_limit_window_s=60))
     anonymous = {"id": 1087968824, "is_bot": True, "first_name": "Group",
@@ -456,7 +478,7 @@ async def test_anonymous_admins_of_two_groups_have_their_own_rate_limits(
         [reply] = await replies(tg)
         return reply
 
-    async with running(settings, pipeline):
+    async with running(settings, fake_pipeline):
         first = await ask_as_admin_of(-1001)
         limited = await ask_as_admin_of(-1001, PM)  # another question: a repeat is not limited
         other_group = await ask_as_admin_of(-1002)
@@ -568,9 +590,9 @@ async def test_generative_mode_answers_through_the_llm_with_citations(bot, tg, l
 
 
 async def test_generative_mode_without_openrouter_key_says_answers_stay_extractive(
-        tg, bot_settings, pipeline):
+        tg, bot_settings, fake_pipeline):
     settings = replace(bot_settings, openrouter=replace(bot_settings.openrouter, api_key=""))
-    async with running(settings, pipeline):
+    async with running(settings, fake_pipeline):
         await tg.push_text(CHAT, "/mode generative")
         [ack] = await replies(tg)
         await tg.push_text(CHAT, "/mode")
@@ -597,10 +619,10 @@ async def test_generative_fallback_is_noted_under_the_passage_answer(bot, tg, ll
     assert "Sources" in answer
 
 
-async def test_rate_limit_asks_the_user_to_wait(tg, bot_settings, pipeline):
+async def test_rate_limit_asks_the_user_to_wait(tg, bot_settings, fake_pipeline):
     settings = replace(bot_settings, bot=replace(bot_settings.bot, rate_limit_n=1,
                                                  rate_limit_window_s=60))
-    async with running(settings, pipeline):
+    async with running(settings, fake_pipeline):
         await tg.push_text(CHAT, PM)
         await replies(tg)
         await tg.push_text(CHAT, XBOX)
@@ -610,11 +632,11 @@ async def test_rate_limit_asks_the_user_to_wait(tg, bot_settings, pipeline):
 
 
 async def test_flood_gets_one_please_wait_notice_then_is_dropped_with_a_log_line(
-        tg, bot_settings, pipeline, caplog):
+        tg, bot_settings, fake_pipeline, caplog):
     caplog.set_level(logging.INFO, logger="bot.update_context")
     settings = replace(bot_settings, bot=replace(bot_settings.bot, rate_limit_n=2,
                                                  rate_limit_window_s=60))
-    async with running(settings, pipeline):
+    async with running(settings, fake_pipeline):
         for _ in range(2):
             await tg.push_text(CHAT, "/help")
             await replies(tg)
@@ -633,10 +655,10 @@ async def test_flood_gets_one_please_wait_notice_then_is_dropped_with_a_log_line
         assert (await db.get_chat_settings(CHAT)).lang == "auto"  # /lang was dropped
 
 
-async def test_why_counts_against_the_rate_limit(tg, bot_settings, pipeline):
+async def test_why_counts_against_the_rate_limit(tg, bot_settings, fake_pipeline):
     settings = replace(bot_settings, bot=replace(bot_settings.bot, rate_limit_n=2,
                                                  rate_limit_window_s=60))
-    async with running(settings, pipeline):
+    async with running(settings, fake_pipeline):
         await tg.push_text(CHAT, PM)
         await replies(tg)
         await tg.push_text(CHAT, "/why")
@@ -669,12 +691,12 @@ async def test_group_chat_ignores_plain_messages_and_answers_mentions(bot, tg):
     assert tg.methods().count("sendMessage") == 2  # the plain message got nothing
 
 
-async def test_allow_list_refusals_count_against_the_rate_limit(tg, bot_settings, pipeline,
+async def test_allow_list_refusals_count_against_the_rate_limit(tg, bot_settings, fake_pipeline,
                                                                  caplog):
     caplog.set_level(logging.WARNING, logger="bot.handlers")
     settings = replace(bot_settings, bot=replace(bot_settings.bot, allowed_user_ids=(CHAT,),
                                                  rate_limit_n=2, rate_limit_window_s=60))
-    async with running(settings, pipeline):
+    async with running(settings, fake_pipeline):
         for _ in range(6):
             await tg.push_text(CHAT + 1, XBOX)
         await replies(tg, 2)
@@ -684,18 +706,18 @@ async def test_allow_list_refusals_count_against_the_rate_limit(tg, bot_settings
 
 
 async def test_overall_rate_below_one_message_a_second_still_answers(tg, bot_settings,
-                                                                     pipeline):
+                                                                     fake_pipeline):
     settings = replace(bot_settings,
                        telegram=replace(bot_settings.telegram, overall_max_rate=0.5))
-    async with running(settings, pipeline):
+    async with running(settings, fake_pipeline):
         await tg.push_text(CHAT, XBOX)
         [answer] = await replies(tg)
     assert "Sources" in answer
 
 
-async def test_allow_list_refuses_other_users(tg, bot_settings, pipeline):
+async def test_allow_list_refuses_other_users(tg, bot_settings, fake_pipeline):
     settings = replace(bot_settings, bot=replace(bot_settings.bot, allowed_user_ids=(CHAT,)))
-    async with running(settings, pipeline):
+    async with running(settings, fake_pipeline):
         await tg.push_text(CHAT + 1, XBOX)
         [refused] = await replies(tg)
         await tg.push_text(CHAT, "/help")

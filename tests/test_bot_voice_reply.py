@@ -1,6 +1,7 @@
 """Spoken replies end to end: the real PTB Application against the fake Bot API server, the Sarvam
 stand-in (speech-to-text and espeak-ng text-to-speech) and the OpenAI stand-in on 127.0.0.1,
-answering from the shared-sample index. The voice notes sent back are checked with ffprobe."""
+answering from the fake pipeline (tests/fakes.py: these tests check what is spoken, not which
+passage answers). The voice notes sent back are checked with ffprobe."""
 
 from __future__ import annotations
 
@@ -38,9 +39,9 @@ DEVANAGARI = re.compile(r"[\u0900-\u097F]")
 
 
 @pytest.fixture
-def bot_settings(tmp_path, settings, tg, sarvam, llm) -> Settings:
+def bot_settings(tmp_path, fake_settings, tg, sarvam, llm) -> Settings:
     return Settings(
-        rag=settings,
+        rag=fake_settings,
         sarvam=SarvamSettings(api_key="test-key", base_url=sarvam.base_url, timeout_s=5.0,
                               max_attempts=2, backoff_base_s=0.01),
         openrouter=OpenRouterSettings(api_key="llm-key", base_url=llm.base_url),
@@ -52,8 +53,8 @@ def bot_settings(tmp_path, settings, tg, sarvam, llm) -> Settings:
 
 
 @pytest.fixture
-async def bot(bot_settings, pipeline):
-    async with polling(build_application(bot_settings, pipeline), bot_settings) as app:
+async def bot(bot_settings, fake_pipeline):
+    async with polling(build_application(bot_settings, fake_pipeline), bot_settings) as app:
         yield app
 
 
@@ -148,7 +149,8 @@ async def test_typed_question_gets_no_voice_note_unless_voice_is_on(bot, tg, sar
     [spoken] = sarvam.tts_calls
     assert spoken.body["target_language_code"] == "en-IN"
     assert spoken.body["text"] == refusal
-    assert re.search(r"best match 0\.\d{3} is below the floor 0\.840", spoken.body["text"])
+    floor = bot_settings.rag.floor_en
+    assert re.search(rf"best match 0\.\d{{3}} is below the floor {floor:.3f}", spoken.body["text"])
 
 
 async def test_voice_off_answers_a_voice_note_in_text_only(bot, tg, sarvam, bot_settings):
@@ -212,12 +214,12 @@ async def test_voice_note_refused_by_telegram_is_logged_and_traced(bot, tg, sarv
     assert "status=failed" in line and "stage=send_voice" in line
 
 
-async def test_slow_tts_times_out_and_the_text_stands(tg, sarvam, bot_settings, pipeline):
+async def test_slow_tts_times_out_and_the_text_stands(tg, sarvam, bot_settings, fake_pipeline):
     settings = replace(bot_settings, tts=replace(bot_settings.tts, timeout_s=0.3,
                                                  max_attempts=1))
     sarvam.enqueue(Reply(transcript=XBOX, language_code="en-IN"))
     sarvam.enqueue_tts(Reply(delay_s=3))
-    async with polling(build_application(settings, pipeline), settings):
+    async with polling(build_application(settings, fake_pipeline), settings):
         await tg.push_voice(CHAT, make_voice_note("xbox", "en"), duration_s=2)
         [answer] = await texts(tg)
         explained = await why(tg, settings.bot.db_path)
@@ -225,13 +227,14 @@ async def test_slow_tts_times_out_and_the_text_stands(tg, sarvam, bot_settings, 
     assert "text_to_speech — failed: timeout: ReadTimeout after 0.3 s" in explained
 
 
+@pytest.mark.slow  # espeak-ng speaks 3,000 characters: 5-8 s
 async def test_3000_character_answer_is_spoken_in_two_parts_joined_into_one_voice_note(
-        tg, sarvam, llm, bot_settings, pipeline, tmp_path):
-    cited = pipeline.ask(XBOX).citations[0].passage_id
-    passage = pipeline.index.passages[pipeline.index.label_of(cited)].text
+        tg, sarvam, llm, bot_settings, fake_pipeline, tmp_path):
+    cited = fake_pipeline.ask(XBOX).citations[0].passage_id
+    passage = fake_pipeline.index.passages[fake_pipeline.index.label_of(cited)].text
     long_answer = " ".join([passage] * (3000 // len(passage) + 1))
     sarvam.enqueue(Reply(transcript=XBOX, language_code="en-IN"))
-    async with polling(build_application(bot_settings, pipeline), bot_settings):
+    async with polling(build_application(bot_settings, fake_pipeline), bot_settings):
         await tg.push_text(CHAT, "/mode generative")
         await texts(tg)
         llm.enqueue(LlmReply.answer(long_answer, [cited]))
@@ -260,12 +263,12 @@ async def test_repeated_answer_is_spoken_from_the_cache(bot, tg, sarvam, bot_set
 
 
 async def test_console_writes_the_voice_reply_to_a_file_and_prints_its_path(
-        tmp_path, settings, pipeline, sarvam):
+        tmp_path, fake_settings, fake_pipeline, sarvam):
     services = await Services.open(Settings(
-        rag=settings, sarvam=SarvamSettings(api_key="test-key", base_url=sarvam.base_url),
+        rag=fake_settings, sarvam=SarvamSettings(api_key="test-key", base_url=sarvam.base_url),
         openrouter=OpenRouterSettings(), telegram=TelegramSettings(),
         bot=BotSettings(db_path=tmp_path / "console.sqlite3"),
-    ), pipeline)
+    ), fake_pipeline)
     out: list[str] = []
     try:
         await chat(services, _lines([XBOX, "/voice", "/voice on", PM, "/why"]), out.append)

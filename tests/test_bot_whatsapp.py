@@ -1,6 +1,8 @@
 """The WhatsApp front end end to end on 127.0.0.1: signed webhook POSTs (real HTTP, httpx) to the
-real aiohttp server, answers from the shared-sample index, replies and media through the Graph
-API stand-in, voice notes of real speech (espeak-ng, OGG/Opus) through the Sarvam stand-in.
+real aiohttp server, answers from the fake pipeline (tests/fakes.py), replies and media through
+the Graph API stand-in, voice notes of real speech (espeak-ng, OGG/Opus) through the Sarvam
+stand-in. The child-process tests (``python -m bot --whatsapp``, the demo and the benchmark)
+answer from the shared-sample index (slow).
 """
 
 from __future__ import annotations
@@ -62,9 +64,9 @@ async def graph() -> AsyncIterator[FakeGraph]:
 
 
 @pytest.fixture
-def bot_settings(tmp_path, settings, sarvam) -> Settings:
+def bot_settings(tmp_path, fake_settings, sarvam) -> Settings:
     return Settings(
-        rag=settings,
+        rag=fake_settings,
         sarvam=SarvamSettings(api_key="test-key", base_url=sarvam.base_url, timeout_s=5.0,
                               max_attempts=2, backoff_base_s=0.01),
         openrouter=OpenRouterSettings(),
@@ -82,8 +84,8 @@ def wa(graph) -> WhatsAppSettings:
 
 
 @pytest.fixture
-async def front(bot_settings, pipeline, wa):
-    services = await Services.open(bot_settings, pipeline)
+async def front(bot_settings, fake_pipeline, wa):
+    services = await Services.open(bot_settings, fake_pipeline)
     try:
         async with serving(services, wa) as (front_end, url):
             async with httpx.AsyncClient(base_url=url) as http:

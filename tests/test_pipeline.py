@@ -76,8 +76,8 @@ def test_answer_comes_from_sibling_translation_when_top_passage_is_in_another_la
     assert "via sibling" in result.trace.get("select_answer").detail
 
 
-def test_bad_input_is_refused_before_embedding(pipeline):
-    result = pipeline.ask("   ")
+def test_bad_input_is_refused_before_embedding(fake_pipeline):
+    result = fake_pipeline.ask("   ")
     assert result.status is Status.REFUSED_BAD_INPUT
     assert result.trace.get("embed") is None
 

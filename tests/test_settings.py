@@ -20,6 +20,7 @@ from rag.settings import RagSettings
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow  # five child processes
 @pytest.mark.parametrize(("command", "variable", "value", "expected"), [
     (["rag", "ask", "How much does an Xbox 360 cost?"], "VOICE_RAG_FLOOR_EN", "high",
      "must be a number"),
@@ -61,6 +62,7 @@ def test_a_value_outside_its_bounds_is_refused_naming_the_variable(variable, val
         Settings.from_env({variable: value})
 
 
+@pytest.mark.slow  # a child process
 def test_zero_pipeline_threads_exits_2_with_one_line_instead_of_hanging(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TELEGRAM_", "SARVAM_"))}
     env |= {"BOT_DB_PATH": str(tmp_path / "console.sqlite3"), "BOT_PIPELINE_THREADS": "0"}
@@ -85,15 +87,19 @@ def test_numbers_and_lists_convert_to_their_field_types():
     assert settings.bot.allowed_user_ids == (12, 34)
 
 
-async def test_services_that_fail_to_open_close_their_database(tmp_path, settings, pipeline):
+async def test_services_that_fail_to_open_close_their_database(tmp_path, fake_settings,
+                                                                fake_pipeline):
     before = set(threading.enumerate())
     with pytest.raises(ValueError, match="max_workers"):
         await Services.open(Settings(
-            rag=settings, sarvam=SarvamSettings(), openrouter=OpenRouterSettings(),
+            rag=fake_settings, sarvam=SarvamSettings(), openrouter=OpenRouterSettings(),
             telegram=TelegramSettings(),
             bot=BotSettings(db_path=tmp_path / "bot.sqlite3", pipeline_threads=0),
-        ), pipeline)
-    leftover = [t for t in threading.enumerate() if t not in before and t.is_alive()]
+        ), fake_pipeline)
+    started = [t for t in threading.enumerate() if t not in before]
+    for thread in started:  # a closed database's worker returns just after close() does
+        thread.join(timeout=2)
+    leftover = [t for t in started if t.is_alive()]
     assert leftover == []  # the database's worker thread would keep the process alive
 
 
