@@ -12,7 +12,6 @@ import argparse
 import asyncio
 import contextlib
 import logging
-import sqlite3
 import sys
 from collections.abc import AsyncIterator
 from functools import partial
@@ -44,6 +43,7 @@ from bot.startup import check_startup, connect_bot_api
 from rag.errors import RagError
 from rag.pipeline import Pipeline
 from rag.types import LANGUAGES
+from storage.errors import DatabaseOpenError
 from storage.inbox import Inbox
 
 log = logging.getLogger(__name__)
@@ -228,8 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     except (StartupError, RagError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except sqlite3.Error as exc:
-        print(f"error: cannot open the database {settings.bot.db_path} (BOT_DB_PATH): {exc}",
+    except DatabaseOpenError as exc:
+        print(f"error: cannot open the database {exc.path} (BOT_DB_PATH): {exc.detail}",
               file=sys.stderr)
         return 2
     return 0

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import unicodedata
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -21,7 +20,7 @@ from bot.voice_cache import VoiceCache
 from clients.stt import SarvamSTT
 from clients.tts import SarvamTTS
 from rag.generative import OpenRouterClient
-from rag.language import detect_language, normalise_language
+from rag.language import detect_language, normalise_language, script_of
 from rag.pipeline import Pipeline
 from storage.db import Database
 
@@ -59,7 +58,7 @@ class Services:
 
         Raises:
             RagError: the encoder or index cannot be loaded (message says how to fix it).
-            sqlite3.Error: the database file cannot be opened or migrated.
+            DatabaseOpenError: the database file cannot be opened or migrated.
         """
         start = time.perf_counter()
         if pipeline is None:
@@ -177,10 +176,11 @@ def script_language(text: str) -> str | None:
     """The corpus language ``text`` is written in, judged by its letters: ``te``/``gu``/``hi``
     when it has Telugu, Gujarati or Devanagari letters (the most wins, as in
     ``rag.language.detect_language``), ``en`` when at least half its letters are Latin, else
-    None: no letters (emoji, digits) or mostly another script (Tamil, Chinese)."""
+    None: no letters (emoji, digits) or mostly another script (Tamil, Chinese). Scripts are
+    ``rag.language.script_of``'s."""
     indic = detect_language(text)
     if indic != "en":
         return indic
     letters = [ch for ch in text if ch.isalpha()]
-    n_latin = sum(unicodedata.name(ch, "").startswith("LATIN") for ch in letters)
+    n_latin = sum(script_of(ch) == "en" for ch in letters)
     return "en" if letters and 2 * n_latin >= len(letters) else None

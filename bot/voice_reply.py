@@ -26,6 +26,7 @@ from bot.voice_cache import VoiceAudio
 from clients.tts import LANGUAGE_CODES, tts_language_code
 from rag.errors import ServiceError
 from rag.types import Result, Stage, Status
+from storage.errors import DecisionNotFoundError
 
 with warnings.catch_warnings():
     warnings.filterwarnings("ignore", "Couldn't find ffmpeg", RuntimeWarning)
@@ -160,7 +161,7 @@ async def record_voice(services: Services, asker: Asker, reply: Reply,
     if reply.decision_id is not None:
         try:
             await services.db.add_stages(reply.decision_id, stages)
-        except LookupError:  # the decision is gone (a test or an operator cleared it)
+        except DecisionNotFoundError:  # a test or an operator cleared it
             log.warning("voice_reply_untraced decision_id=%s", reply.decision_id)
 
 

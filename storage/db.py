@@ -36,6 +36,7 @@ from rag.types import (
     Trace,
 )
 
+from .errors import DatabaseOpenError, DecisionNotFoundError
 from .migrations import apply_migrations
 
 SOURCES: tuple[str, ...] = ("text", "voice", "cli")
@@ -122,14 +123,18 @@ class Database:
         """Open (creating the file and parent folder if needed) and migrate to the current schema.
 
         Sets WAL journal mode, ``synchronous=FULL`` (a commit survives power loss),
-        ``foreign_keys=ON`` and ``busy_timeout`` (milliseconds). Raises ``sqlite3.Error`` if
-        the file is not a database or cannot be written.
+        ``foreign_keys=ON`` and ``busy_timeout`` (milliseconds). Raises
+        :class:`DatabaseOpenError` (SQLite's message in ``detail``) if the file is not a
+        database, cannot be written or cannot be migrated.
         """
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         # fail here, in plain sqlite3 (a millisecond, once), on a folder or a file that is not a
         # database: a failed aiosqlite.connect leaves its worker thread to crash at exit
-        _check_openable(path)
+        try:
+            _check_openable(path)
+        except sqlite3.Error as exc:
+            raise DatabaseOpenError(path, str(exc)) from exc
         conn = await aiosqlite.connect(path, isolation_level=None)
         try:
             conn.row_factory = aiosqlite.Row
@@ -138,6 +143,9 @@ class Database:
             await conn.execute("PRAGMA synchronous = FULL")
             await conn.execute("PRAGMA foreign_keys = ON")
             await apply_migrations(conn)
+        except sqlite3.Error as exc:
+            await conn.close()
+            raise DatabaseOpenError(path, str(exc)) from exc
         except BaseException:
             await conn.close()
             raise
@@ -232,24 +240,25 @@ class Database:
         return decision_id
 
     async def set_reply_ms(self, decision_id: int, reply_ms: float) -> None:
-        """Record how long sending the reply took (milliseconds). LookupError if no such id."""
+        """Record how long sending the reply took (milliseconds). DecisionNotFoundError if no
+        such id."""
         async with self._transaction() as conn:
             cursor = await conn.execute(
                 "UPDATE decisions SET reply_ms = ? WHERE id = ?", (reply_ms, decision_id)
             )
             if cursor.rowcount == 0:
-                raise LookupError(f"no decision with id {decision_id}")
+                raise DecisionNotFoundError(decision_id)
 
     async def add_stages(self, decision_id: int, stages: list[Stage]) -> None:
         """Append ``stages`` to a recorded decision's trace (work done after the reply was
         built, e.g. the spoken reply's ``text_to_speech``), so ``/why`` shows them; the
-        decision's ``total_ms`` stays the pipeline's. LookupError if no such id."""
+        decision's ``total_ms`` stays the pipeline's. DecisionNotFoundError if no such id."""
         async with self._transaction() as conn:
             async with conn.execute("SELECT trace FROM decisions WHERE id = ?",
                                     (decision_id,)) as cursor:
                 row = await cursor.fetchone()
             if row is None:
-                raise LookupError(f"no decision with id {decision_id}")
+                raise DecisionNotFoundError(decision_id)
             trace = json.loads(row["trace"]) + [asdict(stage) for stage in stages]
             await conn.execute("UPDATE decisions SET trace = ? WHERE id = ?",
                                (_storable(json.dumps(trace, ensure_ascii=False)), decision_id))

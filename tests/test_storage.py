@@ -24,6 +24,7 @@ from rag.types import (
     Trace,
 )
 from storage import ChatSettings, Database
+from storage.errors import DatabaseOpenError, DecisionNotFoundError, StorageError
 from storage.migrations import MIGRATIONS, apply_migrations
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -180,6 +181,18 @@ async def test_migrations_are_recorded_once_and_reapplying_is_a_noop(db_path):
     assert schema(db_path) == EXPECTED
 
 
+async def test_a_folder_or_an_unmigratable_file_is_a_database_open_error_naming_it(tmp_path):
+    with pytest.raises(DatabaseOpenError, match="cannot open the database") as err:
+        await Database.open(tmp_path)  # a folder
+    assert err.value.path == tmp_path and isinstance(err.value, StorageError)
+    clashing = tmp_path / "clash.sqlite3"  # a table m001 creates, made by something else
+    with sqlite3.connect(clashing) as conn:
+        conn.execute("CREATE TABLE decisions (x INTEGER)")
+    with pytest.raises(DatabaseOpenError, match="decisions already exists") as err:
+        await Database.open(clashing)
+    assert err.value.path == clashing and isinstance(err.value.__cause__, sqlite3.Error)
+
+
 async def test_failing_migration_is_rolled_back_and_not_recorded(tmp_path):
     async def m001_ok(conn):
         await conn.execute("CREATE TABLE kept (x INTEGER)")
@@ -253,8 +266,9 @@ async def test_set_reply_ms_updates_the_decision_and_rejects_unknown_ids(db):
     decision_id = await db.record_decision(1, 2, 3, "text", answered_result())
     await db.set_reply_ms(decision_id, 153.25)
     assert (await db.last_decision(1)).reply_ms == 153.25
-    with pytest.raises(LookupError, match="999"):
+    with pytest.raises(DecisionNotFoundError, match="999") as err:
         await db.set_reply_ms(999, 1.0)
+    assert err.value.decision_id == 999 and isinstance(err.value, LookupError)
 
 
 async def test_refused_decision_is_logged_as_refusal(db):
