@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rag.language import script_of
 from rag.settings import RagSettings
 from rag.text import clean_query, content_tokens, tokenize
 from rag.types import Reason, ReasonCode
@@ -25,10 +26,6 @@ _INJECTION = re.compile(
     r"|पिछले\s+(सभी\s+)?निर्देशों\s+को\s+(अनदेखा|नज़रअंदाज़|नजरअंदाज)",
     re.IGNORECASE,
 )
-
-# Letters of the scripts the product serves: Latin, Devanagari, Gujarati, Telugu.
-_SUPPORTED_SCRIPTS = ("LATIN", "DEVANAGARI", "GUJARATI", "TELUGU")
-
 
 @dataclass(frozen=True, slots=True)
 class InputVerdict:
@@ -62,8 +59,8 @@ def check_input(query: str, settings: RagSettings) -> InputVerdict:
     if len(letters) < settings.min_query_chars:
         return _refused(ReasonCode.TOO_SHORT, text, f"{len(letters)} letters",
                         n_letters=len(letters))
-    scripts = [unicodedata.name(ch, "UNKNOWN").split(" ")[0] for ch in letters]
-    n_supported = sum(s in _SUPPORTED_SCRIPTS for s in scripts)
+    # letters and marks of the scripts the product serves: Latin, Devanagari, Gujarati, Telugu
+    n_supported = sum(script_of(ch) is not None for ch in letters)
     if n_supported < len(letters) / 2:
         return _refused(
             ReasonCode.UNSUPPORTED_LANGUAGE, text,

@@ -1,7 +1,8 @@
 """Query language from the share of words in each Unicode script.
 
-Telugu U+0C00–0C7F → ``te``, Gujarati U+0A80–0AFF → ``gu``, Devanagari U+0900–097F → ``hi``,
-Latin → ``en``. Each word counts for the script of its first letter, a function word of that
+A character's script is the first word of its Unicode name (:func:`script_of`, the one rule the
+input guard and the bot use too): Telugu → ``te``, Gujarati → ``gu``, Devanagari → ``hi``,
+Latin letters → ``en``. Each word counts for the script of its first letter, a function word of that
 language (``rag.text.STOPWORDS``: "the", "of", "की", "क्या", "છે", "ఎంత") twice, since the
 grammar words name the language a sentence is built in; the script with the highest count
 wins, ties going to the Indic script. So an English question with an Indic place name ("what
@@ -19,21 +20,18 @@ import unicodedata
 from rag.text import STOPWORDS, tokenize
 from rag.types import LANGUAGES
 
-_SCRIPT_RANGES: tuple[tuple[int, int, str], ...] = (
-    (0x0C00, 0x0C7F, "te"),
-    (0x0A80, 0x0AFF, "gu"),
-    (0x0900, 0x097F, "hi"),
-)
+_SCRIPT_LANGUAGES = {"TELUGU": "te", "GUJARATI": "gu", "DEVANAGARI": "hi", "LATIN": "en"}
+"""First word of a character's Unicode name -> the corpus language written in that script."""
 
 
 def script_of(ch: str) -> str | None:
-    """``te``/``gu``/``hi`` for a character of those scripts, ``en`` for a Latin letter, else
-    None (digits, punctuation, other scripts)."""
-    cp = ord(ch)
-    for lo, hi, lang in _SCRIPT_RANGES:
-        if lo <= cp <= hi:
-            return lang
-    return "en" if ch.isalpha() and unicodedata.name(ch, "").startswith("LATIN") else None
+    """The corpus language whose script the one character ``ch`` is in, by the first word of
+    its Unicode name: ``te``/``gu``/``hi`` for any Telugu, Gujarati or Devanagari character
+    (letters, vowel signs, digits, danda), ``en`` for a Latin letter; None for anything else
+    (ASCII digits, punctuation, emoji, a combining accent, Tamil, Cyrillic, unassigned code
+    points)."""
+    lang = _SCRIPT_LANGUAGES.get(unicodedata.name(ch, "").partition(" ")[0])
+    return None if lang == "en" and not ch.isalpha() else lang
 
 
 def detect_language(text: str) -> str:

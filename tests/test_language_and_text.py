@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from rag.language import detect_language, dominant_language, normalise_language
+from rag.language import detect_language, dominant_language, normalise_language, script_of
 from rag.text import ascii_digits, clean_query, content_tokens, excerpt, split_sentences, tokenize
 
 
@@ -20,6 +20,21 @@ from rag.text import ascii_digits, clean_query, content_tokens, excerpt, split_s
 )
 def test_detects_language_from_majority_script(text, lang):
     assert detect_language(text) == lang
+
+
+@pytest.mark.parametrize(
+    ("ch", "lang"),
+    [
+        ("a", "en"), ("é", "en"), ("Z", "en"),
+        ("क", "hi"), ("ि", "hi"), ("।", "hi"), ("१", "hi"),  # letter, vowel sign, danda, digit
+        ("ક", "gu"), ("ે", "gu"), ("త", "te"), ("ా", "te"),
+        ("1", None), ("?", None), ("😀", None), ("\u0301", None),  # combining acute accent
+        ("\u271d", None),  # LATIN CROSS: a symbol, not a Latin letter
+        ("த", None), ("Д", None), ("中", None), ("\u0984", None),  # Tamil, Cyrillic, Han, none
+    ],
+)
+def test_script_of_is_the_script_in_the_unicode_name(ch, lang):
+    assert script_of(ch) == lang
 
 
 @pytest.mark.parametrize(
