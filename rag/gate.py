@@ -20,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rag.fitted import read_model_file
+from rag.errors import ModelFileError
+from rag.fitted import REFIT, read_model_file
 from rag.selection import FEATURES as SELECTION_FEATURES
 from rag.selection import Selection
 from rag.types import Hit
@@ -109,8 +110,20 @@ class AnswerabilityGate:
 
     @classmethod
     def load(cls, path: Path = MODEL_PATH) -> AnswerabilityGate:
-        """Raises ModelFileError (missing, unreadable or stale file, named)."""
-        return cls(read_model_file(path, FEATURES, ("models",))["models"])
+        """The gate fitted in ``path``: ``models`` maps ``all`` (required) and any of
+        ``en``/``hi``/``gu``/``te`` to ``mean``, ``scale``, ``coef`` (one number per feature)
+        and ``intercept``, ``threshold``.
+
+        Raises:
+            ModelFileError: the file is missing, unreadable or fitted for other features, or a
+                model is not shaped as above (named, with the refit command), so start-up stops
+                with one line instead of a question failing later.
+        """
+        models = read_model_file(path, FEATURES, ("models",))["models"]
+        problem = _model_problem(models)
+        if problem is not None:
+            raise ModelFileError(f"model file {path}: {problem}: rerun {REFIT}")
+        return cls(models)
 
     def decide(self, features: GateFeatures, lang: str) -> GateVerdict:
         m = self.models.get(lang) or self.models["all"]
@@ -118,3 +131,23 @@ class AnswerabilityGate:
         logit = float(z @ np.asarray(m["coef"]) + m["intercept"])
         probability = 1.0 / (1.0 + math.exp(-logit))
         return GateVerdict(probability >= m["threshold"], probability, m["threshold"], features)
+
+
+def _model_problem(models: object) -> str | None:
+    """What is wrong with a gate file's ``models`` (see :meth:`AnswerabilityGate.load`), e.g.
+    ``models["hi"]["coef"] has 6 numbers, not 7``; None when nothing is."""
+    if not isinstance(models, dict) or "all" not in models:
+        return "models lacks the pooled model 'all'"
+    n_features = len(FEATURES)
+    for lang, model in models.items():
+        if not isinstance(model, dict):
+            return f"models[{lang!r}] is not an object"
+        for key in ("mean", "scale", "coef"):
+            vector = model.get(key)
+            if not isinstance(vector, list) or len(vector) != n_features \
+                    or not all(isinstance(x, int | float) for x in vector):
+                return f"models[{lang!r}][{key!r}] is not a list of {n_features} numbers"
+        for key in ("intercept", "threshold"):
+            if not isinstance(model.get(key), int | float):
+                return f"models[{lang!r}][{key!r}] is not a number"
+    return None

@@ -14,6 +14,8 @@ from rag.selection import AnswerSelector
 from rag.text import content_tokens, coverage
 from rag.types import Hit, Status, Trace
 
+ROOT = Path(__file__).resolve().parents[1]
+
 
 def _passage(sample_passages, pid):
     return next(p for p in sample_passages if p.id == pid)
@@ -104,6 +106,24 @@ def test_gate_model_with_other_features_is_rejected(tmp_path):
         AnswerabilityGate.load(bad)
 
 
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda models: models.pop("all"), "lacks the pooled model 'all'"),
+    (lambda models: models["hi"]["coef"].pop(), r"\['hi'\]\['coef'\] is not a list of 7 numbers"),
+    (lambda models: models["en"].pop("threshold"), r"\['en'\]\['threshold'\] is not a number"),
+    (lambda models: models.update(te=[1, 2]), r"models\['te'\] is not an object"),
+])
+def test_gate_model_shaped_otherwise_is_rejected_at_load_naming_the_model(tmp_path, change,
+                                                                         message):
+    """Caught at start-up (one line, exit 2), not as a KeyError or numpy error at a question."""
+    data = json.loads(MODEL_PATH.read_text())
+    change(data["models"])
+    bad = tmp_path / "gate.json"
+    bad.write_text(json.dumps(data))
+    with pytest.raises(ModelFileError, match=message) as err:
+        AnswerabilityGate.load(bad)
+    assert str(bad) in str(err.value) and "rerun python3 scripts/fit_answering.py" in str(err.value)
+
+
 @pytest.mark.parametrize(("content", "message"), [
     (None, "cannot read the model file"),
     ('{"features": ["top_score"', "cannot read the model file"),
@@ -120,20 +140,28 @@ def test_missing_or_broken_model_files_are_named(tmp_path, content, message):
         assert str(path) in str(err.value)
 
 
-def test_console_start_up_with_a_broken_model_file_is_one_line_and_exit_2(settings, tmp_path):
-    """A model file truncated on disk stops start-up with one line naming it (a RagError), not
-    a traceback."""
+@pytest.mark.parametrize("content", [
+    '{"features": [',  # truncated on disk
+    json.dumps({"features": list(FEATURES), "models": {"en": {}}}),  # no pooled model
+])
+def test_console_start_up_with_a_broken_model_file_is_one_line_and_exit_2(settings, tmp_path,
+                                                                          content):
+    """A broken gate file stops start-up with one line naming it (a RagError), not a
+    traceback."""
     import os
     import subprocess
     import sys
 
     broken = tmp_path / "rag"
     shutil.copytree(Path(rag.__file__).parent, broken, ignore=shutil.ignore_patterns("__pycache__"))
-    (broken / "gate_model.json").write_text('{"features": [')
-    env = {**os.environ, "PYTHONPATH": str(tmp_path),
+    (broken / "gate_model.json").write_text(content)
+    # the copy of rag shadows the checkout's; the other packages come from the checkout
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]),
            "VOICE_RAG_INDEX_DIR": str(settings.index_dir),
            "BOT_DB_PATH": str(tmp_path / "bot.sqlite3")}
     proc = subprocess.run([sys.executable, "-m", "bot", "--console"], input="", env=env,
                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert "gate_model.json" in proc.stderr and "Traceback" not in proc.stderr
+    last = proc.stderr.splitlines()[-1]
+    assert last.startswith("error: ") and str(broken / "gate_model.json") in last
+    assert "Traceback" not in proc.stderr
