@@ -1,7 +1,7 @@
-"""``python -m bot``: the Telegram bot (``--console`` for a terminal chat); see ``bot.app``."""
+"""``python -m bot``: Telegram, ``--console``, ``--whatsapp`` or ``ask``; see ``bot.cli``."""
 
 import sys
 
-from bot.app import main
+from bot.cli import main
 
 sys.exit(main())

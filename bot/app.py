@@ -1,18 +1,14 @@
-"""Composition root: settings → Application → handlers → run (long polling, or a webhook).
-
-    python -m bot             # TELEGRAM_TOKEN, SARVAM_API_KEY, VOICE_RAG_INDEX_DIR, ...
-    python -m bot --console   # the same logic in a terminal, no token needed
-
-See ``bot.settings`` for every variable.
+"""Composition root of the Telegram bot: settings → Application → handlers → run (long
+polling, or a webhook). ``python -m bot`` (``bot.cli``) checks the start-up and calls
+:func:`run`; ``TELEGRAM_TOKEN``, ``SARVAM_API_KEY``, ``VOICE_RAG_INDEX_DIR``, ... (see
+``bot.settings`` for every variable).
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import logging
-import sys
 from collections.abc import AsyncIterator
 from functools import partial
 from urllib.parse import urlparse
@@ -39,11 +35,9 @@ from bot.inbox import DurableUpdateQueue, InboxApplication, InboxRateLimiter, Up
 from bot.messages import t
 from bot.services import Services
 from bot.settings import Settings, TelegramSettings
-from bot.startup import check_startup, connect_bot_api
-from rag.errors import RagError
+from bot.startup import connect_bot_api
 from rag.pipeline import Pipeline
 from rag.types import LANGUAGES
-from storage.errors import DatabaseOpenError
 from storage.inbox import Inbox
 
 log = logging.getLogger(__name__)
@@ -192,44 +186,3 @@ def run(app: Application, settings: Settings) -> None:
         log.info("start mode=polling api_base=%s poll_timeout_s=%d", tg.api_base,
                  tg.poll_timeout_s)
         app.run_polling(timeout=tg.poll_timeout_s, allowed_updates=ALLOWED_UPDATES)
-
-
-def configure_logging(level: int = logging.INFO) -> None:
-    """One key=value line per event; noisy libraries at WARNING."""
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    for name in ("httpx", "httpcore", "aiosqlite", "telegram.ext.AIORateLimiter"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m bot``; returns the exit code (2 when it cannot start)."""
-    parser = argparse.ArgumentParser(prog="python -m bot", description=__doc__.splitlines()[0])
-    parser.add_argument("--console", action="store_true", help="chat in this terminal instead")
-    parser.add_argument("--whatsapp", action="store_true",
-                        help="serve the WhatsApp Cloud API webhook instead (see bot.whatsapp)")
-    args = parser.parse_args(argv)
-    configure_logging()
-    try:
-        settings = Settings.from_env()
-        check_startup(settings, needs_token=not (args.console or args.whatsapp))
-    except (StartupError, RagError) as exc:  # settings, token, ffmpeg, index (or its build)
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    try:
-        if args.console:
-            from bot.console import run_console
-
-            return run_console(settings)
-        if args.whatsapp:
-            from bot.whatsapp import run_whatsapp
-
-            return run_whatsapp(settings)
-        run(build_application(settings), settings)
-    except (StartupError, RagError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except DatabaseOpenError as exc:
-        print(f"error: cannot open the database {exc.path} (BOT_DB_PATH): {exc.detail}",
-              file=sys.stderr)
-        return 2
-    return 0

@@ -247,8 +247,3 @@ def run_console(settings: Settings) -> int:
     asyncio.run(_main(settings))
     return 0
 
-
-if __name__ == "__main__":
-    from bot.app import main
-
-    sys.exit(main(["--console", *sys.argv[1:]]))

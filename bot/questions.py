@@ -33,7 +33,6 @@ from bot.update_context import Busy, UpdateContext, no_indicator, run_update
 from bot.voice_reply import speech_for
 from clients.stt import Transcript
 from rag.errors import ServiceError
-from rag.generative import ask_generative
 from rag.text import clean_query
 from rag.types import Reason, ReasonCode, Result, Stage, Status, Trace
 from storage.db import ChatSettings, StoredDecision
@@ -232,11 +231,7 @@ async def _ask(services: Services, query: str, chat: ChatSettings,
                hint_lang: str | None) -> Result:
     """The pipeline in the chat's mode; CPU-bound work runs in threads, off the event loop."""
     lang = None if chat.lang == "auto" else chat.lang
-    if chat.mode == "generative":
-        return await ask_generative(services.pipeline, services.llm, query, lang, hint_lang)
-    loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(services.pipeline_pool, services.pipeline.ask, query, lang,
-                                      hint_lang)
+    return await services.answerer.ask(query, lang=lang, hint_lang=hint_lang, mode=chat.mode)
 
 
 def _mark_forwarded(trace: Trace, asker: Asker) -> None:

@@ -17,9 +17,10 @@ from bot.ratelimit import RateLimiter
 from bot.repeats import RepeatFilter
 from bot.settings import Settings
 from bot.voice_cache import VoiceCache
+from clients.openrouter import OpenRouterClient
 from clients.stt import SarvamSTT
 from clients.tts import SarvamTTS
-from rag.generative import OpenRouterClient
+from rag.answering import Answerer
 from rag.language import detect_language, normalise_language, script_of
 from rag.pipeline import Pipeline
 from storage.db import Database
@@ -31,8 +32,9 @@ log = logging.getLogger(__name__)
 class Services:
     """The bot's long-lived dependencies, opened once (``Services.open``) and closed once.
 
-    ``pipeline_pool`` runs extractive questions off the event loop (``BOT_PIPELINE_THREADS``
-    threads); ``clock`` returns monotonic seconds (the rate limiter's time source);
+    ``answerer`` answers in either mode: extractively with ``pipeline`` in ``pipeline_pool``,
+    off the event loop (``BOT_PIPELINE_THREADS`` threads), generatively with ``llm``;
+    ``clock`` returns monotonic seconds (the rate limiter's time source);
     ``tts`` speaks replies, ``voice_pool`` encodes them (``BOT_VOICE_THREADS`` threads) and
     ``voice_cache`` keeps the voice notes made (``bot.voice_reply``).
     """
@@ -50,6 +52,12 @@ class Services:
         default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="voice"))
     repeats: RepeatFilter = field(default_factory=RepeatFilter)
     clock: Callable[[], float] = time.monotonic
+    answerer: Answerer = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.answerer = Answerer(self.pipeline, self.llm,
+                                 max_passages=self.settings.openrouter.max_passages,
+                                 executor=self.pipeline_pool)
 
     @classmethod
     async def open(cls, settings: Settings, pipeline: Pipeline | None = None) -> Services:

@@ -5,7 +5,7 @@ Sections and their prefixes:
 - ``VOICE_RAG_*``   core floors, index and encoder (``rag.settings.RagSettings``)
 - ``SARVAM_*``      speech-to-text (``clients.stt.SarvamSettings``)
 - ``SARVAM_TTS_*``  spoken replies (``clients.tts.SarvamTTSSettings``)
-- ``OPENROUTER_*``  generative answers (``rag.generative.OpenRouterSettings``)
+- ``OPENROUTER_*``  generative answers (``clients.openrouter.OpenRouterSettings``)
 - ``TELEGRAM_*``    token, API base URLs, webhook (:class:`TelegramSettings`)
 - ``BOT_*``         storage, limits and access (:class:`BotSettings`)
 """
@@ -18,9 +18,9 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from bot.errors import SettingsError
+from clients.openrouter import OpenRouterSettings
 from clients.stt import SarvamSettings
 from clients.tts import SarvamTTSSettings
-from rag.generative import OpenRouterSettings
 from rag.settings import (
     DEFAULT_DATA_DIR,
     RagSettings,

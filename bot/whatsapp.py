@@ -602,8 +602,3 @@ def run_whatsapp(settings: Settings, env: Mapping[str, str] | None = None) -> in
     asyncio.run(_serve(settings, wa))
     return 0
 
-
-if __name__ == "__main__":
-    from bot.app import main
-
-    sys.exit(main(["--whatsapp", *sys.argv[1:]]))

@@ -1,9 +1,9 @@
-"""Generative answers through OpenRouter's OpenAI-compatible chat completions, never ungrounded.
+"""The generative answer stage: a chat model's answer, cited and grounded, else extractive.
 
 Flow of :func:`ask_generative` (each step is a trace stage)::
 
     prepare (input guard … relevance guard, in a thread)
-    → generate         POST {base_url}/chat/completions with the top passages and their ids;
+    → generate         the model (Generator.complete) with the top passages and their ids;
                        strict JSON {"answer": str, "citations": [passage ids], "confidence": 0..1}
     → generate_retry   once, only when the output is malformed (not JSON / wrong schema)
     → citations        ids that were not supplied (invented, out of range) are dropped
@@ -13,309 +13,47 @@ Flow of :func:`ask_generative` (each step is a trace stage)::
     → fallback         on any failure: the extractive answer (which has its own grounding guard
                        and refuses if that fails); ``decision`` is the reason code
 
-Fallback reasons (``Stage("fallback", reason, detail)``): the client's ``ServiceError.reason``
-(``timeout``, ``rate_limited``, ``server_error``, ``unauthorized``, ``bad_request``,
-``network``, ``malformed``), ``malformed_output`` (twice), ``empty_answer``,
+Fallback reasons (``Stage("fallback", reason, detail)``, ``Result.fallback``): the model's
+``ServiceError.reason`` (``timeout``, ``rate_limited``, ``server_error``, ``unauthorized``,
+``bad_request``, ``network``, ``malformed``), ``malformed_output`` (twice), ``empty_answer``,
 ``no_valid_citations``, ``ungrounded`` and ``wrong_language`` (the answer's script is not the
 question's language: the extractive answer can show the passage's translation instead).
 Transport failures are not retried: the user gets the extractive answer at once instead of
 waiting seconds more.
 
-Settings: ``OPENROUTER_API_KEY``, ``OPENROUTER_BASE_URL``, ``OPENROUTER_MODEL``,
-``OPENROUTER_TIMEOUT_S``, ``OPENROUTER_MAX_PASSAGES``, ``OPENROUTER_MAX_TOKENS``. Try it without
-OpenRouter: ``python -m standins.openai --port 8092 --api-key dev-key`` then
-``OPENROUTER_API_KEY=dev-key OPENROUTER_BASE_URL=http://127.0.0.1:8092/api/v1``.
+The model is any :class:`rag.prompt.Generator` (``clients.openrouter.OpenRouterClient`` in the
+bot); front ends reach this stage through :class:`rag.answering.Answerer`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import os
 import re
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
 
-import httpx
 import numpy as np
 
-from clients.http import ServiceClient
 from rag.errors import ServiceError
-from rag.guards import GroundingVerdict, check_grounding
+from rag.guards import GroundingVerdict
 from rag.language import dominant_language
 from rag.pipeline import Pipeline, Prepared
-from rag.settings import bounded, settings_from_env, wire_text
-from rag.text import clean_text, excerpt, split_sentences, tokenize
+from rag.prompt import (
+    MAX_PASSAGES,
+    Generation,
+    Generator,
+    MalformedOutputError,
+    build_messages,
+    filter_citations,
+    parse_generation,
+    retry_messages,
+)
+from rag.text import excerpt, split_sentences, tokenize
 from rag.types import Citation, FallbackCode, Passage, Result, Status, Trace
 
 log = logging.getLogger(__name__)
 
-SERVICE = "openrouter"
-LANGUAGE_NAMES = {"en": "English", "hi": "Hindi (Devanagari script)",
-                  "gu": "Gujarati (Gujarati script)", "te": "Telugu (Telugu script)"}
 
-
-@dataclass(frozen=True, slots=True)
-class OpenRouterSettings:
-    """OpenRouter client settings; environment variables ``OPENROUTER_<FIELD>``."""
-
-    # Bearer key (openrouter.ai/keys). Empty: every request fails as ``unauthorized`` and
-    # generative mode falls back to extractive answers.
-    api_key: str = wire_text("")
-    base_url: str = "https://openrouter.ai/api/v1"
-    # Multilingual (en/hi/gu/te), supports response_format json_object, low latency and cost.
-    model: str = "openai/gpt-4o-mini"
-    # Seconds per network operation; a chat user should not wait longer for one answer.
-    timeout_s: float = bounded(20.0, 0.1)
-    # Top retrieved passages put in the prompt (the pipeline's top_k is 5).
-    max_passages: int = bounded(5, 1)
-    # Cap on generated tokens: a short answer plus ids; a truncated reply is malformed JSON.
-    max_tokens: int = bounded(600, 1)
-    # OpenRouter attribution header (optional, shown on openrouter.ai rankings).
-    app_title: str = wire_text("VOICE-RAG bot")
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None,
-                 prefix: str = "OPENROUTER_") -> OpenRouterSettings:
-        """Read ``{prefix}API_KEY``, ``{prefix}BASE_URL``, ``{prefix}MODEL``, ``{prefix}TIMEOUT_S``,
-        ``{prefix}MAX_PASSAGES``, ... from ``env`` (default ``os.environ``)."""
-        return settings_from_env(cls, os.environ if env is None else env, prefix)
-
-
-# ----- client ----------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class Completion:
-    """One chat completion. ``content`` is the assistant text ("" when the model sent none);
-    ``elapsed_ms`` is the request's wall time; token counts are None when not reported."""
-
-    content: str
-    model: str
-    elapsed_ms: float
-    request_id: str | None = None
-    finish_reason: str | None = None
-    n_prompt_tokens: int | None = None
-    n_completion_tokens: int | None = None
-
-
-def _error_message(response: httpx.Response) -> str:
-    """OpenRouter's ``{"error": {"code", "message"}}`` as ``code: message``, else the body start."""
-    try:
-        body = response.json()
-    except ValueError:
-        return response.text[:200]
-    err = body.get("error", body) if isinstance(body, dict) else body
-    if isinstance(err, dict) and err.get("message"):
-        return f"{err.get('code', '')}: {err['message']}".strip(": ")[:300]
-    return str(body)[:200]
-
-
-def _reason_for_status(status: int) -> str:
-    if status == 429:
-        return "rate_limited"
-    if status == 408:
-        return "timeout"
-    if status >= 500:
-        return "server_error"
-    if status in (401, 402, 403):  # 402: out of credits
-        return "unauthorized"
-    return "bad_request"
-
-
-class OpenRouterClient(ServiceClient):
-    """Async client for ``POST {base_url}/chat/completions``; owns one ``httpx.AsyncClient``.
-
-    One attempt per call (see the module docstring). Use ``async with OpenRouterClient(s) as c``
-    or call :meth:`aclose`. ``transport`` is for custom networking.
-    """
-
-    def __init__(self, settings: OpenRouterSettings, *,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
-        headers = {"Authorization": f"Bearer {settings.api_key}", "X-Title": settings.app_title}
-        super().__init__(settings.base_url, settings.timeout_s, headers, transport)
-        self.settings = settings
-
-    async def complete(self, messages: list[dict[str, str]]) -> Completion:
-        """One JSON-mode chat completion at temperature 0.
-
-        Args:
-            messages: OpenAI chat messages, ``[{"role": "system"|"user"|"assistant",
-                "content": str}, ...]``.
-        Returns:
-            A :class:`Completion`.
-        Raises:
-            ServiceError: ``("openrouter", reason, detail)``; reason is ``unauthorized`` (no key,
-                401/402/403), ``rate_limited`` (429, Retry-After in the detail), ``timeout``
-                (client timeout or 408), ``server_error`` (5xx), ``bad_request`` (other 4xx),
-                ``network`` or ``malformed`` (body is not a chat completion).
-        """
-        s = self.settings
-        if not s.api_key:
-            raise ServiceError(SERVICE, "unauthorized", "no API key: set OPENROUTER_API_KEY")
-        payload = {"model": s.model, "messages": messages, "temperature": 0,
-                   "max_tokens": s.max_tokens, "response_format": {"type": "json_object"}}
-        start = time.perf_counter()
-        try:
-            response = await self._client.post("/chat/completions", json=payload)
-        except httpx.TimeoutException as exc:
-            raise ServiceError(SERVICE, "timeout",
-                               f"{type(exc).__name__} after {s.timeout_s:g} s") from exc
-        except httpx.TransportError as exc:
-            raise ServiceError(SERVICE, "network", f"{type(exc).__name__}: {exc}") from exc
-        elapsed_ms = round((time.perf_counter() - start) * 1000, 3)
-        status = response.status_code
-        if status >= 400:
-            detail = f"HTTP {status} {_error_message(response)}"
-            if response.headers.get("retry-after"):
-                detail += f"; Retry-After {response.headers['retry-after']} s"
-            if status in (401, 403):
-                detail += "; check OPENROUTER_API_KEY"
-            raise ServiceError(SERVICE, _reason_for_status(status), detail)
-        try:
-            body = response.json()
-        except ValueError as exc:
-            raise ServiceError(SERVICE, "malformed", f"HTTP {status} body is not JSON: "
-                               f"{response.text[:120]!r}") from exc
-        if isinstance(body, dict) and isinstance(body.get("error"), dict):  # error inside a 200
-            code = body["error"].get("code")
-            reason = _reason_for_status(code) if isinstance(code, int) else "server_error"
-            raise ServiceError(SERVICE, reason,
-                               f"HTTP {status} error body {_error_message(response)}")
-        try:
-            choice = body["choices"][0]
-            content = choice["message"].get("content") or ""
-        except (KeyError, IndexError, TypeError, AttributeError) as exc:
-            raise ServiceError(SERVICE, "malformed",
-                               f"no choices[0].message in {str(body)[:120]}") from exc
-        usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
-        return Completion(
-            content=content if isinstance(content, str) else json.dumps(content),
-            model=str(body.get("model") or s.model),
-            elapsed_ms=elapsed_ms,
-            request_id=body.get("id"),
-            finish_reason=choice.get("finish_reason"),
-            n_prompt_tokens=usage.get("prompt_tokens"),
-            n_completion_tokens=usage.get("completion_tokens"),
-        )
-
-
-# ----- prompt and validation -------------------------------------------------------------------
-SYSTEM_PROMPT = """You answer questions using ONLY the numbered passages the user supplies.
-Rules:
-- Use only facts stated in the passages. No outside knowledge, no guesses.
-- Answer in {language}, in one to three short sentences.
-- Cite the id of every passage you used, exactly as written in its id="..." attribute.
-- If the passages do not answer the question, set "answer" to "" and "citations" to [].
-- Reply with ONLY one JSON object, no code fences, no other text:
-  {{"answer": "<string>", "citations": ["<passage id>", ...], "confidence": <number 0 to 1>}}"""
-
-
-def build_messages(query: str, lang: str, passages: list[Passage]) -> list[dict[str, str]]:
-    """Chat messages: the rules (answer language ``lang``) and the question with ``passages``,
-    each as ``<passage id="en-1-0" n="1" lang="en">text</passage>``."""
-    blocks = [
-        f'<passage id="{p.id}" n="{n}" lang="{p.lang}">\n'
-        f'{p.text.replace("</passage", "</ passage")}\n</passage>'
-        for n, p in enumerate(passages, 1)
-    ]
-    user = "Passages:\n" + "\n".join(blocks) + f"\n\nQuestion: {query}"
-    system = SYSTEM_PROMPT.format(language=LANGUAGE_NAMES.get(lang, "English"))
-    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
-
-
-def retry_messages(
-    messages: list[dict[str, str]], bad_content: str, why: str
-) -> list[dict[str, str]]:
-    """``messages`` plus the malformed reply and a correction asking for the JSON object only."""
-    return messages + [
-        {"role": "assistant", "content": bad_content[:2000]},
-        {"role": "user", "content": f"That reply was invalid: {why}. Reply again with ONLY the "
-                                    'JSON object {"answer": string, "citations": [passage ids], '
-                                    '"confidence": number between 0 and 1}.'},
-    ]
-
-
-class MalformedOutputError(ValueError):
-    """The model's reply is not the JSON object the prompt asks for; ``str()`` says why."""
-
-
-@dataclass(frozen=True, slots=True)
-class Generation:
-    """A schema-valid reply. ``citations`` are as the model wrote them (ids, or 1-based passage
-    numbers as int), duplicates removed; ``confidence`` is in [0, 1]."""
-
-    answer: str
-    citations: list[str | int]
-    confidence: float
-
-
-_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL | re.IGNORECASE)
-
-
-def parse_generation(content: str) -> Generation:
-    """Validate ``content`` as ``{"answer": str, "citations": [str | int], "confidence": number in
-    [0, 1]}``; other keys are ignored and one surrounding ```json fence is tolerated.
-
-    Raises:
-        MalformedOutputError: not a JSON object, a key missing, or a value of the wrong type.
-    """
-    text = content.strip()
-    fenced = _FENCE.match(text)
-    if fenced:
-        text = fenced.group(1)
-    if not text:
-        raise MalformedOutputError("empty reply")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise MalformedOutputError(f"not JSON ({exc.msg} at char {exc.pos})") from exc
-    if not isinstance(data, dict):
-        raise MalformedOutputError(f"JSON {type(data).__name__}, expected an object")
-    missing = [k for k in ("answer", "citations", "confidence") if k not in data]
-    if missing:
-        raise MalformedOutputError(f"missing key(s) {', '.join(missing)}")
-    answer, citations, confidence = data["answer"], data["citations"], data["confidence"]
-    if not isinstance(answer, str):
-        raise MalformedOutputError(f"answer is {type(answer).__name__}, expected string")
-    if not isinstance(citations, list) or not all(
-            isinstance(c, str | int) and not isinstance(c, bool) for c in citations):
-        raise MalformedOutputError("citations must be a list of passage ids")
-    if isinstance(confidence, bool) or not isinstance(confidence, int | float) \
-            or not 0.0 <= confidence <= 1.0:
-        raise MalformedOutputError(f"confidence {confidence!r} is not a number in [0, 1]")
-    unique = list(dict.fromkeys(c.strip() if isinstance(c, str) else c for c in citations))
-    return Generation(clean_text(answer, nfkc=False), unique, float(confidence))
-
-
-def filter_citations(
-    citations: list[str | int], supplied: list[Passage]
-) -> tuple[list[Passage], list[str]]:
-    """Keep citations of supplied passages, by id or by 1-based number (int or digit string).
-
-    Returns:
-        (kept passages in citation order, dropped citations as ``"<citation> (<why>)"``).
-    """
-    by_id = {p.id: p for p in supplied}
-    kept: list[Passage] = []
-    dropped: list[str] = []
-    for c in citations:
-        # isdecimal, not isdigit: "¹" and "①" are digits that int() rejects
-        number = c if isinstance(c, int) else (int(c) if c.isdecimal() else None)
-        if number is not None:
-            passage = supplied[number - 1] if 1 <= number <= len(supplied) else None
-            why = f"out of range 1..{len(supplied)}"
-        else:
-            passage = by_id.get(c)
-            why = "not supplied"
-        if passage is None:
-            dropped.append(f"{c} ({why})")
-        elif passage not in kept:
-            kept.append(passage)
-    return kept, dropped
-
-
-# ----- the answer stage ------------------------------------------------------------------------
 class _Fallback(Exception):
     """Internal: the generative answer cannot be shown; ``reason`` is the fallback code."""
 
@@ -324,7 +62,7 @@ class _Fallback(Exception):
         self.reason, self.detail = FallbackCode(reason), detail
 
 
-async def _request(client: OpenRouterClient, messages: list[dict[str, str]], trace: Trace,
+async def _request(generator: Generator, messages: list[dict[str, str]], trace: Trace,
                    stage_name: str) -> Generation:
     """One completion, validated, as one trace stage (decision ``ok``, ``malformed`` or the
     service's failure reason).
@@ -336,7 +74,7 @@ async def _request(client: OpenRouterClient, messages: list[dict[str, str]], tra
     failure: Exception | None = None
     with trace.timed(stage_name) as stage:  # raise after the block: timed() would relabel it
         try:
-            completion = await client.complete(messages)
+            completion = await generator.complete(messages)
         except ServiceError as exc:
             stage.decision, stage.detail = exc.reason, str(exc)
             failure = _Fallback(exc.reason, exc.detail)
@@ -359,17 +97,17 @@ async def _request(client: OpenRouterClient, messages: list[dict[str, str]], tra
     return generation
 
 
-async def _generate(client: OpenRouterClient, prepared: Prepared,
+async def _generate(generator: Generator, prepared: Prepared,
                     passages: list[Passage]) -> Generation:
     """Request, and exactly one retry when the reply is malformed."""
     messages = build_messages(prepared.query, prepared.lang, passages)
     try:
-        return await _request(client, messages, prepared.trace, "generate")
+        return await _request(generator, messages, prepared.trace, "generate")
     except MalformedOutputError as exc:
         why, bad_content = exc.args[0], exc.args[1]
     log.info("generative retry reason=malformed why=%s", why)
     try:
-        return await _request(client, retry_messages(messages, bad_content, why),
+        return await _request(generator, retry_messages(messages, bad_content, why),
                               prepared.trace, "generate_retry")
     except MalformedOutputError as exc:
         raise _Fallback("malformed_output", f"twice; last: {exc.args[0]}") from exc
@@ -416,22 +154,19 @@ def unsupported_facts(answer: str, sources: list[str]) -> list[str]:
 
 def _ground(pipeline: Pipeline, answer: str, cited: list[Passage],
             query_vector: np.ndarray) -> tuple[GroundingVerdict, list[float]]:
-    """Grounding verdict against the cited passages (vectors only encoded if overlap fails) and
-    each cited passage's cosine to the query. Blocking: run in a thread."""
-    texts = [p.text for p in cited]
-    source_vectors = pipeline.index.vectors([pipeline.index.label_of(p.id) for p in cited])
-    verdict = check_grounding(answer, texts, pipeline.settings)
-    if not verdict.is_grounded:
-        answer_vector = pipeline.encode_passages([answer])[0]
-        verdict = check_grounding(answer, texts, pipeline.settings, answer_vector, source_vectors)
+    """Grounding verdict against the cited passages and each cited passage's cosine to the
+    query. Blocking: run in a thread."""
+    source_vectors = pipeline.passage_vectors(cited)
+    verdict = pipeline.ground_generated(answer, cited, source_vectors)
     return verdict, [float(v @ query_vector) for v in source_vectors]
 
 
-async def _answer(pipeline: Pipeline, client: OpenRouterClient, prepared: Prepared) -> Result:
+async def _answer(pipeline: Pipeline, generator: Generator, prepared: Prepared,
+                  max_passages: int) -> Result:
     """Generate, filter citations, ground; raises _Fallback when the answer cannot be shown."""
     trace = prepared.trace
-    passages = [h.passage for h in prepared.hits[: max(1, client.settings.max_passages)]]
-    generation = await _generate(client, prepared, passages)
+    passages = [h.passage for h in prepared.hits[: max(1, max_passages)]]
+    generation = await _generate(generator, prepared, passages)
     if not generation.answer:
         raise _Fallback("empty_answer", "the model found no answer in the passages "
                         f"(citations {generation.citations})")
@@ -465,17 +200,20 @@ async def _answer(pipeline: Pipeline, client: OpenRouterClient, prepared: Prepar
 
 async def ask_generative(
     pipeline: Pipeline,
-    client: OpenRouterClient,
+    generator: Generator,
     query: str,
     lang: str | None = None,
     hint_lang: str | None = None,
+    *,
+    max_passages: int = MAX_PASSAGES,
 ) -> Result:
     """Answer ``query`` with a generated, cited, grounded answer, else extractively, else refuse.
 
     Args:
         pipeline: retrieval, guards and the extractive fallback.
-        client: the OpenRouter client (its settings give the model and ``max_passages``).
+        generator: the chat model (``clients.openrouter.OpenRouterClient`` in the bot).
         query, lang, hint_lang: as :meth:`Pipeline.ask`.
+        max_passages: top retrieved passages put in the prompt (at least 1).
     Returns:
         A :class:`Result`: ``mode="generative"`` when the generated text is shown (its citations
         are the surviving cited passages with their cosine to the query), ``mode="extractive"``
@@ -489,7 +227,7 @@ async def ask_generative(
         if isinstance(prepared, Result):
             return prepared
         try:
-            result = await _answer(pipeline, client, prepared)
+            result = await _answer(pipeline, generator, prepared, max_passages)
         except _Fallback as fb:
             trace.add("fallback", fb.reason.value, f"answering extractively: {fb.detail}")
             log.warning("generative fallback reason=%s detail=%s", fb.reason, fb.detail)
@@ -501,18 +239,3 @@ async def ask_generative(
         return result
     except Exception as exc:  # the one place a failure becomes a result, with its trace
         return pipeline.error_result(exc, query, lang or hint_lang, trace)
-
-
-def run_generative_cli(pipeline: Pipeline, query: str, lang: str | None = None,
-                       settings: OpenRouterSettings | None = None) -> Result:
-    """Blocking wrapper for ``python -m rag ask --generative``: one question with a client built
-    from ``OPENROUTER_*`` variables (or ``settings``). Must not be called from a running loop."""
-    settings = settings or OpenRouterSettings.from_env()
-    if not settings.api_key:
-        log.warning("OPENROUTER_API_KEY is not set: generative mode will fall back to extractive")
-
-    async def _run() -> Result:
-        async with OpenRouterClient(settings) as client:
-            return await ask_generative(pipeline, client, query, lang)
-
-    return asyncio.run(_run())

@@ -14,7 +14,13 @@ import numpy as np
 
 from rag.encoders import Encoder, load_encoder
 from rag.gate import AnswerabilityGate, GateFeatures, gate_features
-from rag.guards import RelevanceVerdict, check_grounding, check_input, check_relevance
+from rag.guards import (
+    GroundingVerdict,
+    RelevanceVerdict,
+    check_grounding,
+    check_input,
+    check_relevance,
+)
 from rag.index import PassageIndex
 from rag.language import detect_language
 from rag.retrieval import retrieve
@@ -122,6 +128,23 @@ class Pipeline:
         with self._encode_lock:
             return self.encoder.encode_passages(texts)
 
+    def passage_vectors(self, passages: list[Passage]) -> np.ndarray:
+        """float32 (len(passages), dim): the index's stored vectors of ``passages``, which must
+        be passages of this index (e.g. the hits of :meth:`prepare`)."""
+        return self.index.vectors([self.index.label_of(p.id) for p in passages])
+
+    def ground_generated(self, answer: str, sources: list[Passage],
+                         source_vectors: np.ndarray) -> GroundingVerdict:
+        """The grounding guard for a generated ``answer`` against the passages it cites: token
+        overlap first; only if that fails is the answer embedded and compared by cosine with
+        ``source_vectors`` (float32 (len(sources), dim), from :meth:`passage_vectors`)."""
+        texts = [p.text for p in sources]
+        verdict = check_grounding(answer, texts, self.settings)
+        if verdict.is_grounded:
+            return verdict
+        answer_vector = self.encode_passages([answer])[0]
+        return check_grounding(answer, texts, self.settings, answer_vector, source_vectors)
+
     def ask(self, query: str, lang: str | None = None, hint_lang: str | None = None) -> Result:
         """Answer ``query`` extractively or refuse.
 
@@ -143,6 +166,9 @@ class Pipeline:
             return self.error_result(exc, query, lang or hint_lang, trace)
 
     def error_result(self, exc: Exception, query: str, lang: str | None, trace: Trace) -> Result:
+        """``Status.ERROR`` for an unexpected failure ``exc`` while answering ``query``, with
+        the trace so far; logs the traceback. Answer stages call it where a failure becomes a
+        result (``lang`` None reads as ``en``)."""
         log.exception("pipeline error query_chars=%d", len(query or ""))
         message = f"{type(exc).__name__}: {exc}"
         return Result(Status.ERROR, query, lang or "en", message=message, trace=trace,

@@ -18,7 +18,7 @@ fi
 for q in "How much does an Xbox 360 cost?" "Who is the Prime Minister of India?" \
          "छोटे खीरे में कैलोरी की मात्रा" "గద్దలు ఎంత వేగంగా ప్రయాణిస్తాయో"; do
   echo "=== $q"
-  python3 -m rag ask "$q" || true   # exit code 1 = refused, which is a correct outcome here
+  python3 -m bot ask "$q" || true   # exit code 1 = refused, which is a correct outcome here
 done
 
 echo "=== the bot, end to end through local servers"

@@ -17,8 +17,8 @@ import pytest
 from bot.console import CONSOLE_CHAT_ID, chat, handle_line, to_plain
 from bot.services import Asker, Services
 from bot.settings import BotSettings, Settings, TelegramSettings
+from clients.openrouter import OpenRouterSettings
 from clients.stt import SarvamSettings
-from rag.generative import OpenRouterSettings
 from standins.sarvam import Reply, SarvamStandin
 from standins.voice_notes import make_long_voice_note, make_voice_note, tools_available
 

@@ -17,8 +17,8 @@ import pytest
 
 from bot.app import build_application, polling
 from bot.settings import BotSettings, Settings, TelegramSettings
+from clients.openrouter import OpenRouterSettings
 from clients.stt import SarvamSettings
-from rag.generative import OpenRouterSettings
 from rag.settings import RagSettings
 from standins.openai import Reply as LlmReply
 from standins.sarvam import Reply

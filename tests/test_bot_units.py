@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from telegram import Chat, File, Message, MessageEntity, User
 
-from bot.app import main
+from bot.cli import main
 from bot.console import to_plain
 from bot.errors import SettingsError, StartupError, VoiceDownloadError
 from bot.handlers import download

@@ -20,9 +20,9 @@ from bot.app import build_application, polling
 from bot.console import chat
 from bot.services import Services
 from bot.settings import BotSettings, Settings, TelegramSettings
+from clients.openrouter import OpenRouterSettings
 from clients.stt import SarvamSettings
 from clients.tts import SarvamTTSSettings
-from rag.generative import OpenRouterSettings
 from standins.openai import Reply as LlmReply
 from standins.sarvam import Reply
 from standins.telegram import Call, FakeTelegram, parse_html

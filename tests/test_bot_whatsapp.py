@@ -30,8 +30,8 @@ from bot.whatsapp import (
     split_text,
     to_whatsapp,
 )
+from clients.openrouter import OpenRouterSettings
 from clients.stt import SarvamSettings
-from rag.generative import OpenRouterSettings
 from standins.sarvam import Reply
 from standins.voice_notes import make_voice_note, tools_available
 from standins.whatsapp import (

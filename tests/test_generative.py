@@ -7,6 +7,7 @@ trace says. The index takes about a minute to build on 2 cores (once per module)
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -17,19 +18,13 @@ from pathlib import Path
 
 import pytest
 
+from bot.ask import ask_once
+from clients.openrouter import OpenRouterClient, OpenRouterSettings
 from rag.corpus import read_passages
-from rag.generative import (
-    MalformedOutputError,
-    OpenRouterClient,
-    OpenRouterSettings,
-    ask_generative,
-    filter_citations,
-    parse_generation,
-    run_generative_cli,
-    unsupported_facts,
-)
+from rag.generative import ask_generative, unsupported_facts
 from rag.index import PassageIndex, build_index
 from rag.pipeline import Pipeline
+from rag.prompt import MalformedOutputError, filter_citations, parse_generation
 from rag.settings import RagSettings
 from rag.types import Passage, Result, Status
 from standins.openai import OpenAIStandin, Reply
@@ -403,7 +398,7 @@ async def test_default_standin_reply_cites_the_first_passage(small_pipeline, llm
     assert "overlap 1.000" in result.trace.get("grounding_guard").detail
 
 
-def test_cli_hook_answers_through_the_standalone_standin(small_pipeline, monkeypatch):
+def test_bot_ask_answers_generatively_through_the_standalone_standin(small_pipeline, monkeypatch):
     proc = subprocess.Popen(
         [sys.executable, "-m", "standins.openai", "--port", "0", "--api-key", "cli-key"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
@@ -418,7 +413,7 @@ def test_cli_hook_answers_through_the_standalone_standin(small_pipeline, monkeyp
         monkeypatch.setenv("OPENROUTER_BASE_URL", base_url)
         monkeypatch.setenv("OPENROUTER_MODEL", MODEL)
 
-        result = run_generative_cli(small_pipeline, XBOX_EN, "en")
+        result = asyncio.run(ask_once(small_pipeline, XBOX_EN, "en", OpenRouterSettings.from_env()))
     finally:
         proc.terminate()
         proc.wait(timeout=10)

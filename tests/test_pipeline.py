@@ -95,7 +95,7 @@ def test_off_corpus_questions_are_refused(pipeline, offcorpus_queries):
 def test_cli_prints_json_result(settings):
     env = {"VOICE_RAG_INDEX_DIR": str(settings.index_dir), "PATH": "/usr/bin:/bin"}
     proc = subprocess.run(
-        [sys.executable, "-m", "rag", "ask", "How much does an Xbox 360 cost?", "--json"],
+        [sys.executable, "-m", "bot", "ask", "How much does an Xbox 360 cost?", "--json"],
         capture_output=True, text=True, env=env, timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
@@ -107,7 +107,7 @@ def test_cli_prints_json_result(settings):
 def test_cli_refusal_exits_1_and_states_floor(settings):
     env = {"VOICE_RAG_INDEX_DIR": str(settings.index_dir), "PATH": "/usr/bin:/bin"}
     proc = subprocess.run(
-        [sys.executable, "-m", "rag", "ask", "Who is the Prime Minister of India?"],
+        [sys.executable, "-m", "bot", "ask", "Who is the Prime Minister of India?"],
         capture_output=True, text=True, env=env, timeout=120,
     )
     assert proc.returncode == 1
@@ -115,10 +115,10 @@ def test_cli_refusal_exits_1_and_states_floor(settings):
 
 
 def test_cli_refusal_exits_1_even_when_the_reader_left(settings):
-    # `python -m rag ask ... | head -1`: the pipe closes before the output is written.
+    # `python -m bot ask ... | head -1`: the pipe closes before the output is written.
     env = {"VOICE_RAG_INDEX_DIR": str(settings.index_dir), "PATH": "/usr/bin:/bin"}
     child = subprocess.Popen(
-        [sys.executable, "-m", "rag", "ask", "Who is the Prime Minister of India?"],
+        [sys.executable, "-m", "bot", "ask", "Who is the Prime Minister of India?"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
     )
     child.stdout.close()

@@ -13,8 +13,8 @@ import pytest
 
 from bot.services import Services
 from bot.settings import BotSettings, Settings, TelegramSettings
+from clients.openrouter import OpenRouterSettings
 from clients.stt import SarvamSettings
-from rag.generative import OpenRouterSettings
 from rag.settings import RagSettings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,15 +22,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.slow  # five child processes
 @pytest.mark.parametrize(("command", "variable", "value", "expected"), [
-    (["rag", "ask", "How much does an Xbox 360 cost?"], "VOICE_RAG_FLOOR_EN", "high",
+    (["bot", "ask", "How much does an Xbox 360 cost?"], "VOICE_RAG_FLOOR_EN", "high",
      "must be a number"),
     (["bot", "--console"], "BOT_MAX_VOICE_S", "2m", "must be an integer"),
     (["bot", "--console"], "VOICE_RAG_USE_GATE", "maybe", "must be true or false"),
-    (["rag", "ask", "How much does an Xbox 360 cost?"], "VOICE_RAG_USE_GATE", "maybe",
+    (["bot", "ask", "How much does an Xbox 360 cost?"], "VOICE_RAG_USE_GATE", "maybe",
      "must be true or false"),
-    (["rag", "ask", "How much does an Xbox 360 cost?", "--generative"],
+    (["bot", "ask", "How much does an Xbox 360 cost?", "--generative"],
      "OPENROUTER_MAX_TOKENS", "0", "must be at least 1"),
-], ids=["rag-float", "bot-int", "bot-bool", "rag-bool", "rag-generative-int"])
+], ids=["ask-float", "bot-int", "bot-bool", "ask-bool", "ask-generative-int"])
 def test_malformed_setting_exits_2_with_one_line_naming_the_variable(
         tmp_path, command, variable, value, expected):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TELEGRAM_", "SARVAM_"))}

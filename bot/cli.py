@@ -1,0 +1,68 @@
+"""``python -m bot``: parse the command line, check the start-up, run one front end.
+
+    python -m bot              # Telegram (TELEGRAM_TOKEN, SARVAM_API_KEY, ...; see bot.app)
+    python -m bot --console    # the same logic in a terminal, no token needed (bot.console)
+    python -m bot --whatsapp   # the WhatsApp Cloud API webhook (bot.whatsapp)
+    python -m bot ask "How much does an Xbox 360 cost?" [--lang hi] [--json] [--generative]
+
+The front ends never import this module or each other: it is the one place that picks them.
+See ``bot.settings`` for every variable. Exit code 2 when the bot cannot start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from bot import app, ask, console, whatsapp
+from bot.errors import StartupError
+from bot.settings import Settings
+from bot.startup import check_startup
+from rag.errors import RagError
+from storage.errors import DatabaseOpenError
+
+
+def configure_logging(level: int = logging.INFO) -> None:
+    """One key=value line per event; noisy libraries at WARNING."""
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    for name in ("httpx", "httpcore", "aiosqlite", "telegram.ext.AIORateLimiter"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m bot``; returns the exit code (2 when it cannot start; for
+    ``ask``: 0 answered, 1 refused, 2 error)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m bot", description="The VOICE-RAG bot on Telegram (the default), in this "
+        "terminal (--console), on WhatsApp (--whatsapp), or one question (ask).")
+    parser.add_argument("--console", action="store_true", help="chat in this terminal instead")
+    parser.add_argument("--whatsapp", action="store_true",
+                        help="serve the WhatsApp Cloud API webhook instead (see bot.whatsapp)")
+    sub = parser.add_subparsers(dest="command")
+    ask.add_arguments(sub.add_parser("ask", help="answer one question and exit",
+                                     description=ask.__doc__.splitlines()[0]))
+    args = parser.parse_args(argv)
+    if args.command == "ask":
+        return ask.run_ask(args)
+    configure_logging()
+    try:
+        settings = Settings.from_env()
+        check_startup(settings, needs_token=not (args.console or args.whatsapp))
+    except (StartupError, RagError) as exc:  # settings, token, ffmpeg, index (or its build)
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        if args.console:
+            return console.run_console(settings)
+        if args.whatsapp:
+            return whatsapp.run_whatsapp(settings)
+        app.run(app.build_application(settings), settings)
+    except (StartupError, RagError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except DatabaseOpenError as exc:
+        print(f"error: cannot open the database {exc.path} (BOT_DB_PATH): {exc.detail}",
+              file=sys.stderr)
+        return 2
+    return 0

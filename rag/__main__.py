@@ -1,5 +1,0 @@
-import sys
-
-from rag.cli import main
-
-sys.exit(main())

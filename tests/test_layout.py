@@ -1,0 +1,162 @@
+"""The package layout shows the layers (issue #10): which package may import which, and no cycle.
+
+Every product module is parsed with ``ast``; every ``import``/``from ... import`` counts, including
+the ones inside functions (a lazy import is still a dependency).
+
+- ``rag/`` is the pure core: it imports none of ``bot``, ``storage``, ``clients``, ``ragtools``,
+  ``standins``, ``tests``.
+- ``clients/`` (remote services) imports none of ``bot``, ``storage``, ``ragtools``.
+- ``ragtools/`` (build tools) imports none of ``bot``, ``storage``.
+- No product module imports ``tests``.
+- The import graph of product modules has no cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PRODUCT_PACKAGES = ("rag", "bot", "storage", "clients", "ragtools", "standins", "scripts")
+FORBIDDEN = {
+    "rag": {"bot", "storage", "clients", "ragtools", "standins", "tests"},
+    "clients": {"bot", "storage", "ragtools", "tests"},
+    "ragtools": {"bot", "storage", "tests"},
+    "bot": {"tests"},
+    "storage": {"tests"},
+    "standins": {"tests"},
+    "scripts": {"tests"},
+}
+
+
+def module_name(path: Path, root: Path) -> str:
+    """``root/bot/app.py`` -> ``bot.app``; ``root/rag/__init__.py`` -> ``rag``."""
+    parts = path.relative_to(root).with_suffix("").parts
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def product_modules(root: Path = ROOT) -> dict[str, Path]:
+    """Module name -> file, for every ``.py`` file under the product packages of ``root``."""
+    modules = {}
+    for package in PRODUCT_PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            if "__pycache__" not in path.parts:
+                modules[module_name(path, root)] = path
+    return modules
+
+
+def imported_names(source: str, name: str, is_package: bool = False) -> set[str]:
+    """Dotted names that module ``name`` imports anywhere in ``source`` (function bodies too).
+
+    ``from a import b`` yields both ``a`` and ``a.b`` (``b`` may be a submodule); relative
+    imports are resolved against ``name``.
+    """
+    names = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                package = name if is_package else name.rpartition(".")[0]
+                for _ in range(node.level - 1):
+                    package = package.rpartition(".")[0]
+                base = ".".join(p for p in (package, node.module) if p)
+            else:
+                base = node.module or ""
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+    return names
+
+
+def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """Module -> the product modules it imports (by their dotted names).
+
+    A script's import of a sibling script (``from evaluate import load_cases``, found through
+    ``sys.path``) is an edge to ``scripts.evaluate``.
+    """
+    graph = {}
+    for name, path in modules.items():
+        targets = set()
+        raw = imported_names(path.read_text(encoding="utf-8"), name, path.name == "__init__.py")
+        for imported in raw:
+            if name.startswith("scripts.") and f"scripts.{imported}" in modules:
+                imported = f"scripts.{imported}"
+            if imported in modules and imported != name:
+                targets.add(imported)
+        graph[name] = targets
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of ``graph`` as ``[a, b, ..., a]``, or None when it is acyclic."""
+    state: dict[str, str] = {}  # "open" while on the DFS stack, "done" after
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = "open"
+        stack.append(node)
+        for target in sorted(graph.get(node, ())):
+            if state.get(target) == "open":
+                return stack[stack.index(target) :] + [target]
+            if target not in state and (cycle := visit(target)):
+                return cycle
+        stack.pop()
+        state[node] = "done"
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+@pytest.fixture(scope="module")
+def modules() -> dict[str, Path]:
+    return product_modules()
+
+
+def test_imports_inside_functions_and_relative_imports_are_found():
+    source = (
+        "import os\n"
+        "from .db import Database\n"
+        "def main():\n"
+        "    from bot.app import main as run\n"
+        "    import tests.voice_notes\n"
+    )
+    names = imported_names(source, "storage.inbox")
+    assert {"os", "storage.db", "storage.db.Database", "bot.app", "tests.voice_notes"} <= names
+    assert "storage" in imported_names("from . import db\n", "storage", is_package=True)
+
+
+def test_find_cycle_reports_the_loop_and_none_for_a_chain():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_every_product_package_is_parsed(modules):
+    packages = {name.partition(".")[0] for name in modules}
+    assert packages == set(PRODUCT_PACKAGES)
+    assert {"rag.pipeline", "bot.app", "clients.http", "ragtools.hub"} <= set(modules)
+
+
+@pytest.mark.parametrize("package", PRODUCT_PACKAGES)
+def test_package_imports_only_allowed_layers(modules, package):
+    offences = []
+    for name, path in modules.items():
+        if name.partition(".")[0] != package:
+            continue
+        raw = imported_names(path.read_text(encoding="utf-8"), name, path.name == "__init__.py")
+        offences += [
+            f"{name} imports {imported}"
+            for imported in sorted(raw)
+            if imported.partition(".")[0] in FORBIDDEN[package]
+        ]
+    assert offences == []
+
+
+def test_product_modules_import_no_cycle(modules):
+    assert find_cycle(import_graph(modules)) is None
