@@ -16,7 +16,7 @@ import fcntl
 import json
 import os
 import shutil
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -163,6 +163,19 @@ def fake_pipeline(fake_settings, fake_encoder, fake_index_dir) -> Pipeline:
     and the passages it picks say nothing about retrieval quality."""
     index = PassageIndex.load(fake_index_dir, encoder_name=fake_encoder.name)
     return Pipeline(fake_settings, fake_encoder, index, gate=None)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_ca_bundle(tmp_path_factory) -> Iterator[None]:
+    """Every httpx client (five per bot test: PTB's two, Sarvam's, the TTS and OpenRouter ones)
+    loads the CA bundle named by ``SSL_CERT_FILE`` or certifi's, ~40 ms of CPU each: 9 of the 21
+    CPU seconds of the Telegram bot tests. The tests talk plain HTTP to 127.0.0.1 only, so an
+    empty ``SSL_CERT_DIR`` (read lazily, on a TLS handshake) serves; a TLS connection to a real
+    host fails verification, as a test's should."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("SSL_CERT_FILE", raising=False)
+        mp.setenv("SSL_CERT_DIR", str(tmp_path_factory.mktemp("no-ca-certificates")))
+        yield
 
 
 # Loopback stand-ins of the remote services, one per test (the bot, voice-reply and WhatsApp
