@@ -107,6 +107,7 @@ def test_audio_over_telegram_download_limit_is_refused_before_decoding():
         transcode_to_wav(b"\0" * (TELEGRAM_DOWNLOAD_LIMIT_BYTES + 1))
 
 
+@pytest.mark.slow  # ffmpeg encodes and decodes a long note
 def test_transcode_decodes_no_more_than_max_seconds_of_a_long_small_file():
     ogg = sine_ogg(300)  # ~210 kB holding 5 minutes
     tracemalloc.start()
@@ -127,6 +128,7 @@ def test_transcode_cuts_a_wav_at_max_seconds():
     assert _params(wav)[3] == pytest.approx(2.5, abs=0.001)
 
 
+@pytest.mark.slow  # espeak-ng and ffmpeg make and split a 70 s note
 def test_split_70s_note_gives_3_chunks_each_within_sarvam_limit():
     wav = transcode_to_wav(make_long_voice_note(70))
     assert _params(wav)[3] == pytest.approx(70, abs=0.05)

@@ -81,6 +81,7 @@ async def test_voice_note_whose_transcript_has_a_lone_surrogate_and_numeric_lang
     assert stored.transcript == "How much does an Xbox 360 cost?"
 
 
+@pytest.mark.slow  # a 40 s note and a 1 s speech deadline
 async def test_voice_note_over_the_whole_note_speech_deadline_gets_speech_service_too_slow(
         tmp_path, fake_settings, fake_pipeline):
     note = tmp_path / "long.ogg"

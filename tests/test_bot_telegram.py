@@ -186,6 +186,7 @@ async def test_gujarati_and_telugu_voice_notes_are_answered_in_their_script(
     assert sources in answer and re.search(rf"{lang}-\d+-\d+ · ", answer)
 
 
+@pytest.mark.slow  # waits for 0.6 s of speech-to-text and the spoken reply
 async def test_chat_action_is_refreshed_while_the_answer_takes_long(tg, sarvam, bot_settings,
                                                                      fake_pipeline):
     settings = replace(bot_settings,
@@ -234,6 +235,7 @@ async def test_voice_over_the_length_limit_is_refused_before_download(bot, tg, s
     assert "getFile" not in tg.methods() and not sarvam.calls
 
 
+@pytest.mark.slow  # ffmpeg decodes a 60 s note
 async def test_voice_longer_than_advertised_is_refused_after_decoding_one_second_past_the_limit(
         tg, sarvam, bot_settings, fake_pipeline):
     settings = replace(bot_settings, bot=replace(bot_settings.bot, max_voice_s=10))
@@ -305,6 +307,7 @@ async def test_sarvam_500_says_the_speech_service_is_unavailable(bot, tg, sarvam
     assert stored.result.trace.get("speech_to_text").decision == "error"
 
 
+@pytest.mark.slow  # two 0.3 s timeouts, then the stand-in's 2 s replies
 async def test_sarvam_timeout_says_the_speech_service_is_slow(tg, sarvam, bot_settings,
                                                                fake_pipeline):
     settings = replace(bot_settings, sarvam=replace(bot_settings.sarvam, timeout_s=0.3))
@@ -500,6 +503,7 @@ async def test_long_unknown_command_is_echoed_cut_to_32_characters(bot, tg, capl
 # ------------------------------------------------------------------------ Telegram limits
 
 
+@pytest.mark.slow  # waits 1 s for further replies
 async def test_30000_character_transcript_is_echoed_cut_in_one_message(bot, tg, sarvam):
     long_transcript = " ".join(f"word{i}" for i in range(4000))  # ~30,000 characters
     sarvam.enqueue(Reply(transcript=long_transcript))
@@ -513,6 +517,7 @@ async def test_30000_character_transcript_is_echoed_cut_in_one_message(bot, tg, 
     assert refusal.startswith("Your question is too long")
 
 
+@pytest.mark.slow  # waits out Retry-After: 1 s
 async def test_retry_after_is_honoured(bot, tg):
     tg.fail_next("sendMessage", 429, retry_after=1)
     await tg.push_text(CHAT, "/help")
@@ -531,6 +536,7 @@ async def test_user_who_blocked_the_bot_is_logged_and_the_bot_keeps_working(bot,
     assert "telegram.forbidden chat_id=4242" in caplog.text
 
 
+@pytest.mark.slow  # PTB polls again ~1 s after the 409
 async def test_conflict_409_is_logged_clearly_and_polling_continues(bot, tg, caplog):
     tg.fail_next("getUpdates", 409)
     with caplog.at_level(logging.ERROR):
@@ -631,6 +637,7 @@ async def test_rate_limit_asks_the_user_to_wait(tg, bot_settings, fake_pipeline)
     assert int(re.search(r"\d+", reply).group()) in range(55, 61)
 
 
+@pytest.mark.slow  # waits 1 s for further replies
 async def test_flood_gets_one_please_wait_notice_then_is_dropped_with_a_log_line(
         tg, bot_settings, fake_pipeline, caplog):
     caplog.set_level(logging.INFO, logger="bot.update_context")
@@ -669,6 +676,7 @@ async def test_why_counts_against_the_rate_limit(tg, bot_settings, fake_pipeline
     assert re.fullmatch(r"Too many messages: please wait \d+ s\.", limited)
 
 
+@pytest.mark.slow  # waits 1 s for further replies
 async def test_why_after_a_4000_character_question_is_one_message(bot, tg):
     await tg.push_text(CHAT, "how & why < > " * 300)  # 4,200 characters
     await replies(tg)
@@ -691,6 +699,7 @@ async def test_group_chat_ignores_plain_messages_and_answers_mentions(bot, tg):
     assert tg.methods().count("sendMessage") == 2  # the plain message got nothing
 
 
+@pytest.mark.slow  # waits 1 s for further replies
 async def test_allow_list_refusals_count_against_the_rate_limit(tg, bot_settings, fake_pipeline,
                                                                  caplog):
     caplog.set_level(logging.WARNING, logger="bot.handlers")
@@ -705,6 +714,7 @@ async def test_allow_list_refusals_count_against_the_rate_limit(tg, bot_settings
     assert caplog.text.count("reply=dropped") == 4
 
 
+@pytest.mark.slow  # 0.5 messages/s: 2 s
 async def test_overall_rate_below_one_message_a_second_still_answers(tg, bot_settings,
                                                                      fake_pipeline):
     settings = replace(bot_settings,

@@ -32,6 +32,7 @@ def sent_to(tg, message_id: int) -> list:
             and c.params.get("reply_parameters", {}).get("message_id") == message_id]
 
 
+@pytest.mark.slow  # waits 1 s for further replies
 async def test_five_identical_questions_in_a_second_get_one_answer_and_one_pointer(
         bot, tg, caplog):
     caplog.set_level(logging.INFO, logger="bot.questions")

@@ -223,6 +223,7 @@ def parquet_repo(tmp_path) -> Path:
     return tmp_path / "repo"
 
 
+@pytest.mark.slow  # imports datasets: ~3 s
 def test_hub_rows_streams_parquet_rows_in_the_dataset_schema(parquet_repo):
     pytest.importorskip("datasets")
     rows = list(hub_rows("hi", base=parquet_repo.as_posix()))
@@ -233,6 +234,7 @@ def test_hub_rows_streams_parquet_rows_in_the_dataset_schema(parquet_repo):
     assert [p.id for p in rows_to_passages(rows, "hi")][:2] == ["hi-1001-0", "hi-1001-1"]
 
 
+@pytest.mark.slow  # imports datasets: ~3 s
 def test_fetch_corpus_through_the_datasets_loader_matches_the_fixture(parquet_repo, tmp_path):
     pytest.importorskip("datasets")
     via_parquet = fetch_corpus(tmp_path / "p.jsonl", progress=False,

@@ -136,6 +136,7 @@ async def test_timeout_then_success_is_retried(sarvam, settings, wav):
     assert result.text == "on time" and result.n_attempts == 2
 
 
+@pytest.mark.slow  # waits out Retry-After: 1 s
 async def test_429_waits_for_retry_after_then_succeeds(sarvam, stt, wav):
     sarvam.enqueue(Reply.error(429, "slow down", retry_after=1), Reply(transcript="ok"))
 
@@ -275,6 +276,7 @@ async def test_transcribe_long_joins_chunks_in_order_with_majority_language(sarv
     assert result.n_attempts == 3 and len(result.request_id.split(",")) == 3
 
 
+@pytest.mark.slow  # runs into a 1.5 s deadline
 async def test_transcribe_long_gives_up_at_the_whole_note_deadline_as_timeout(
         sarvam, settings, wav):
     sarvam.enqueue(*[Reply(transcript="slow part", delay_s=0.6)] * 5)
