@@ -142,6 +142,7 @@ def test_split_70s_note_gives_3_chunks_each_within_sarvam_limit():
     assert all(_params(c)[:3] == (16_000, 1, 2) for c in chunks)
 
 
+@pytest.mark.slow  # espeak-ng and ffmpeg make and split a 70 s note
 def test_split_cuts_long_speech_inside_pauses():
     from pydub import AudioSegment
 

@@ -205,6 +205,7 @@ async def test_chat_action_is_refreshed_while_the_answer_takes_long(tg, sarvam, 
     assert len(tg.calls) == n_calls  # stopped once the reply was sent
 
 
+@pytest.mark.slow  # espeak-ng and ffmpeg make and split a 45 s note
 async def test_voice_longer_than_30_s_is_split_and_transcribed_in_chunks(bot, tg, sarvam):
     sarvam.enqueue(Reply("How much does an Xbox"), Reply("360 cost?"))
     await tg.push_voice(CHAT, make_long_voice_note(45, "en"), duration_s=45)

@@ -245,6 +245,7 @@ def test_fetch_corpus_through_the_datasets_loader_matches_the_fixture(parquet_re
     assert (tmp_path / "p.jsonl").read_bytes() == (tmp_path / "r.jsonl").read_bytes()
 
 
+@pytest.mark.slow  # imports datasets: ~2 s
 def test_hub_rows_names_the_fallback_when_the_file_is_missing(tmp_path):
     pytest.importorskip("datasets")
     with pytest.raises(CorpusError, match="msmarco-xi-sample/corpus.jsonl"):
