@@ -172,6 +172,24 @@ async def test_question_older_than_the_max_age_gets_an_apology_not_an_answer(
     assert n_decisions == 0
 
 
+async def accepting(port: int, timeout_s: float = 30.0) -> None:
+    """Wait until 127.0.0.1:``port`` accepts connections: PTB calls setWebhook (the bot's ready
+    signal) just before its webhook server starts listening, so a POST sent at once can be
+    refused."""
+    deadline_s = time.monotonic() + timeout_s
+    while True:
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            if time.monotonic() > deadline_s:
+                raise
+            await asyncio.sleep(0.05)
+        else:
+            writer.close()
+            await writer.wait_closed()
+            return
+
+
 async def test_webhook_commits_before_200_and_a_retried_post_is_answered_once(
         tmp_path, sample_index_dir):
     port = free_port()
@@ -189,6 +207,7 @@ async def test_webhook_commits_before_200_and_a_retried_post_is_answered_once(
             tg._messages[(CHAT, 501)] = message
             update = {"update_id": 9001, "message": message}
             headers = {"X-Telegram-Bot-Api-Secret-Token": "s3cret"}
+            await accepting(port)
             async with httpx.AsyncClient() as client:
                 first = await client.post(url, json=update, headers=headers)
                 with sqlite3.connect(db_path) as conn:  # committed before the 200 went out
