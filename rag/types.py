@@ -67,7 +67,8 @@ class Reason:
     guard's cleaning); ``too_short`` n_letters; ``below_floor`` score (top hit's cosine), floor
     and lang; ``no_passages`` floor and lang; ``not_answerable`` score, floor, lang, probability
     and threshold (the gate's); ``speech_refused`` key (the bot's message key for that kind of
-    voice note) and, for the keys that state a limit, max_s (seconds) or max_mb (megabytes). ``detail`` is the operator's English line for logs and ``/why`` (e.g.
+    voice note) and, for the keys that state a limit, max_s (seconds) or max_mb (megabytes).
+    ``detail`` is the operator's English line for logs and ``/why`` (e.g.
     ``"top 0.779 < floor 0.840 (en)"``): shown as is, never parsed.
     """
 
