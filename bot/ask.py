@@ -22,6 +22,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from bot.render import render_result_text
 from clients.openrouter import OpenRouterClient, OpenRouterSettings
 from rag.answering import Answerer
 from rag.errors import RagError
@@ -46,16 +47,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def format_result(result: Result) -> str:
-    """Plain-text rendering: answer with citations, or the refusal reason; then the trace."""
-    lines = []
-    if result.is_answered:
-        note = " (low confidence)" if result.is_low_confidence else ""
-        lines.append(f"ANSWER [{result.lang}, {result.mode}]{note}: {result.answer}")
-        for c in result.citations:
-            lines.append(f"  [{c.passage_id}] ({c.lang}, {c.score:.3f}) {c.excerpt}")
-    else:
-        lines.append(f"{result.status.value.upper()}: {result.message}")
-    lines.append("trace:")
+    """Plain text for a terminal: a header ``STATUS [lang, mode]``, the reply as a chat shows it
+    (:func:`bot.render.render_result_text` in the question's language: the answer with its notes
+    and cited passages, or the refusal stating its numbers), then the trace, one stage a line."""
+    lines = [f"{result.status.value.upper()} [{result.lang}, {result.mode}]",
+             render_result_text(result, result.lang), "trace:"]
     for st in result.trace.stages:
         lines.append(f"  {st.name:<19} {st.decision:<10} {st.elapsed_ms:8.2f} ms  {st.detail}")
     lines.append(f"  total {result.trace.total_ms:.2f} ms")
