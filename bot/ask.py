@@ -19,8 +19,6 @@ import json
 import logging
 import os
 import sys
-from dataclasses import replace
-from pathlib import Path
 
 from bot.render import render_result_text
 from clients.openrouter import OpenRouterClient, OpenRouterSettings
@@ -81,10 +79,7 @@ def run_ask(args: argparse.Namespace) -> int:
     except ValueError as exc:  # a malformed VOICE_RAG_*/OPENROUTER_* value, named in it
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if args.index:
-        settings = replace(settings, index_dir=Path(args.index))
-    if args.encoder:
-        settings = replace(settings, encoder=args.encoder)
+    settings = settings.with_overrides(args.index, args.encoder)
     try:
         pipeline = Pipeline.from_settings(settings)
     except RagError as exc:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -74,6 +74,12 @@ class RagSettings:
         cls, env: Mapping[str, str] | None = None, prefix: str = "VOICE_RAG_"
     ) -> RagSettings:
         return settings_from_env(cls, os.environ if env is None else env, prefix)
+
+    def with_overrides(self, index_dir: str | None = None, encoder: str | None = None
+                       ) -> RagSettings:
+        """These settings with a command line's ``--index`` / ``--encoder`` where given."""
+        changes = {"index_dir": Path(index_dir) if index_dir else None, "encoder": encoder}
+        return replace(self, **{k: v for k, v in changes.items() if v})
 
 
 _TRUE = frozenset({"1", "true", "yes", "on"})

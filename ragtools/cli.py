@@ -17,7 +17,6 @@ import argparse
 import logging
 import os
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 from rag.corpus import read_passages
@@ -97,10 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:  # a malformed VOICE_RAG_* value, named in it
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if args.index:
-        settings = replace(settings, index_dir=Path(args.index))
-    if args.encoder:
-        settings = replace(settings, encoder=args.encoder)
+    settings = settings.with_overrides(args.index, args.encoder)
     try:
         return args.func(args, settings)
     except RagError as exc:

@@ -67,6 +67,7 @@ from typing import Any
 from aiohttp import web
 
 from standins._server import LoopbackServer
+from standins.voice_notes import wav_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -224,13 +225,7 @@ def synthesize_wav(text: str, language_code: str, sample_rate_hz: int,
         frames = struct.pack(f"<{n}h", *(int(8000 * math.sin(2 * math.pi * 220 * i /
                                                                  sample_rate_hz))
                                          for i in range(n)))
-    out = io.BytesIO()
-    with wave.open(out, "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(sample_rate_hz)
-        w.writeframes(frames)
-    return out.getvalue()
+    return wav_bytes(frames, sample_rate_hz)
 
 
 def _error(status: int, message: str, code: str) -> web.Response:

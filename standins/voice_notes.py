@@ -176,13 +176,18 @@ def pcm_wav(samples, rate_hz: int = NOISE_RATE_HZ) -> bytes:
     """float samples in [-1, 1] (numpy array) → 16-bit mono WAV bytes."""
     import numpy as np
 
-    pcm = np.clip(np.asarray(samples) * 32767, -32768, 32767).astype("<i2").tobytes()
+    return wav_bytes(np.clip(np.asarray(samples) * 32767, -32768, 32767).astype("<i2").tobytes(),
+                     rate_hz)
+
+
+def wav_bytes(pcm16: bytes, rate_hz: int) -> bytes:
+    """Little-endian 16-bit mono PCM → WAV file bytes at ``rate_hz`` (Hz)."""
     out = io.BytesIO()
     with wave.open(out, "wb") as w:
         w.setnchannels(1)
         w.setsampwidth(2)
         w.setframerate(rate_hz)
-        w.writeframes(pcm)
+        w.writeframes(pcm16)
     return out.getvalue()
 
 
