@@ -52,7 +52,6 @@ import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from hashlib import sha256
 from html import unescape
 from typing import Any
@@ -76,7 +75,7 @@ from bot.voice_reply import make_voice, record_voice
 from bot.whatsapp_graph import GraphClient, GraphError
 from rag.settings import bounded, settings_from_env, wire_text
 from rag.types import Stage
-from storage.db import Database
+from storage.whatsapp import MessageStore
 
 log = logging.getLogger(__name__)
 
@@ -199,64 +198,6 @@ def plain_command(text: str) -> tuple[str, str | None] | None:
     return None
 
 
-# ------------------------------------------------------------------------ storage
-class MessageStore:
-    """``whatsapp_messages``: one row per incoming message id, claimed before the webhook's 200;
-    its ``decision_id`` and ``outcome`` once handled. Created here (``CREATE TABLE IF NOT
-    EXISTS``) so the WhatsApp front end adds no migration the Telegram bot must carry."""
-
-    def __init__(self, db: Database) -> None:
-        self.db = db
-
-    async def ensure(self) -> None:
-        async with self.db._transaction() as conn:
-            await conn.execute(
-                """
-                CREATE TABLE IF NOT EXISTS whatsapp_messages (
-                    message_id TEXT PRIMARY KEY,
-                    chat_id INTEGER NOT NULL,
-                    kind TEXT NOT NULL,
-                    received_at TEXT NOT NULL,
-                    status TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'done')),
-                    decision_id INTEGER,
-                    outcome TEXT,
-                    done_at TEXT,
-                    payload TEXT NOT NULL DEFAULT '{}'
-                )
-                """
-            )
-
-    async def claim(self, message: dict[str, Any]) -> bool:
-        """True the first time ``message["id"]`` is seen (now stored with the message's JSON),
-        False for a redelivery."""
-        async with self.db._transaction() as conn:
-            cursor = await conn.execute(
-                "INSERT OR IGNORE INTO whatsapp_messages (message_id, chat_id, kind, received_at,"
-                " payload) VALUES (?, ?, ?, ?, ?)",
-                (message["id"], int(message["from"]), str(message.get("type", "unknown")),
-                 _now(), json.dumps(message, ensure_ascii=False)))
-            return cursor.rowcount == 1
-
-    async def pending(self) -> list[dict[str, Any]]:
-        """The messages claimed but never finished (a crash or kill while handling them), as
-        the webhook carried them, oldest first."""
-        async with self.db._conn.execute(
-                "SELECT payload FROM whatsapp_messages WHERE status = 'pending' "
-                "ORDER BY received_at") as cursor:
-            return [json.loads(row["payload"]) for row in await cursor.fetchall()]
-
-    async def finish(self, message_id: str, decision_id: int | None, outcome: str) -> None:
-        async with self.db._transaction() as conn:
-            await conn.execute(
-                "UPDATE whatsapp_messages SET status = 'done', decision_id = ?, outcome = ?, "
-                "done_at = ? WHERE message_id = ?", (decision_id, outcome, _now(), message_id))
-
-    async def get(self, message_id: str) -> dict[str, Any] | None:
-        row = await self.db._fetchone("SELECT * FROM whatsapp_messages WHERE message_id = ?",
-                                      (message_id,))
-        return dict(row) if row is not None else None
-
-
 def _scrub(value: Any) -> Any:
     """``value`` (parsed JSON) with lone surrogates (``"\\ud83d"``: valid JSON, but no UTF-8
     can store or send them) replaced by U+FFFD in every string, keys included.
@@ -314,10 +255,6 @@ def _age_s(message: dict[str, Any]) -> float | None:
 
 async def _healthz(_request: web.Request) -> web.Response:
     return web.Response(text="ok")
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 # ------------------------------------------------------------------------ the front end
@@ -559,7 +496,6 @@ async def serving(services: Services, wa: WhatsAppSettings,
     """The front end listening on ``wa.listen``:``wa.port`` (0: any free port); yields it and
     its base URL (``http://host:port``)."""
     front = WhatsAppFrontEnd(services, wa, graph)
-    await front.store.ensure()
     await front.replay()
     runner = web.AppRunner(front.make_app(), access_log=None)
     await runner.setup()

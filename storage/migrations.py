@@ -192,3 +192,25 @@ async def m004_typed_reasons(conn: aiosqlite.Connection) -> None:
     await conn.execute("ALTER TABLE decisions ADD COLUMN reason TEXT")
     await conn.execute("ALTER TABLE decisions ADD COLUMN fallback TEXT")
     await conn.execute("ALTER TABLE refusals ADD COLUMN code TEXT")
+
+
+@migration
+async def m005_whatsapp_messages(conn: aiosqlite.Connection) -> None:
+    """The WhatsApp front end's claimed messages (``storage.whatsapp.MessageStore``): one row per
+    incoming message id, its JSON, ``pending`` until handled, then ``done`` with the decision it
+    led to. ``IF NOT EXISTS``: earlier versions of the front end created this table themselves."""
+    await conn.execute(
+        """
+        CREATE TABLE IF NOT EXISTS whatsapp_messages (
+            message_id TEXT PRIMARY KEY,
+            chat_id INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            received_at TEXT NOT NULL,
+            status TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'done')),
+            decision_id INTEGER,
+            outcome TEXT,
+            done_at TEXT,
+            payload TEXT NOT NULL DEFAULT '{}'
+        )
+        """
+    )

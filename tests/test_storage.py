@@ -25,7 +25,8 @@ from rag.types import (
 )
 from storage import ChatSettings, Database
 from storage.errors import DatabaseOpenError, DecisionNotFoundError, StorageError
-from storage.migrations import MIGRATIONS, apply_migrations
+from storage.migrations import MIGRATIONS, apply_migrations, m005_whatsapp_messages
+from storage.whatsapp import MessageStore
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -90,6 +91,17 @@ EXPECTED = {
         "done_at": "TEXT",
     },
     "sent_messages": {"chat_id": "INTEGER", "message_id": "INTEGER", "decision_id": "INTEGER"},
+    "whatsapp_messages": {
+        "message_id": "TEXT",
+        "chat_id": "INTEGER",
+        "kind": "TEXT",
+        "received_at": "TEXT",
+        "status": "TEXT",
+        "decision_id": "INTEGER",
+        "outcome": "TEXT",
+        "done_at": "TEXT",
+        "payload": "TEXT",
+    },
 }
 
 
@@ -493,3 +505,20 @@ async def test_decisions_stored_before_m004_are_read_without_a_reason(db_path):
         stored = await db.last_decision(4)
     assert stored.result.reason is None and stored.result.fallback is None
     assert (stored.result.status, stored.result.top_score) == (Status.REFUSED_NO_MATCH, 0.7)
+
+
+async def test_m005_keeps_a_whatsapp_table_the_front_end_created_itself(db_path):
+    # before m005 the WhatsApp front end ran CREATE TABLE IF NOT EXISTS on start-up
+    older = [fn for fn in MIGRATIONS if fn.__name__ < "m005"]
+    db_path.parent.mkdir(parents=True)
+    async with aiosqlite.connect(db_path, isolation_level=None) as conn:
+        await apply_migrations(conn, older)
+        await m005_whatsapp_messages(conn)
+        await conn.execute("INSERT INTO whatsapp_messages (message_id, chat_id, kind, "
+                           "received_at) VALUES ('wamid.1', 919800000001, 'text', 'then')")
+    async with await Database.open(db_path) as db:
+        store = MessageStore(db)
+        assert (await store.get("wamid.1"))["status"] == "pending"
+        assert await store.claim({"id": "wamid.2", "from": "919800000001", "type": "text"})
+        assert not await store.claim({"id": "wamid.2", "from": "919800000001", "type": "text"})
+    assert schema(db_path) == EXPECTED
