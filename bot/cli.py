@@ -41,7 +41,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="serve the WhatsApp Cloud API webhook instead (see bot.whatsapp)")
     sub = parser.add_subparsers(dest="command")
     ask.add_arguments(sub.add_parser("ask", help="answer one question and exit",
-                                     description=ask.__doc__.splitlines()[0]))
+                                     description="Answer one question from the index and exit "
+                                     "(0 answered, 1 refused, 2 error)."))
     args = parser.parse_args(argv)
     if args.command == "ask":
         return ask.run_ask(args)

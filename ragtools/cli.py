@@ -72,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-v", "--verbose", action="store_true")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("build-index", help="encode a corpus and write the index folder")
-    p.add_argument("--corpus", help="passage JSONL (default: see module docstring)")
+    p.add_argument("--corpus", help="passage JSONL (default: VOICE_RAG_CORPUS_PATH if it "
+                   "exists, else fetched from the hub, else the shared sample)")
     p.add_argument("--exact", action="store_true", help="brute-force search instead of HNSW")
     p.add_argument("--batch-size", type=int, default=64, help="most passages per encoder call")
     p.add_argument("--chunk-passages", type=int, default=CHUNK_PASSAGES,

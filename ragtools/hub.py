@@ -101,7 +101,8 @@ def _endpoint() -> str:
 def _unreachable(detail: str) -> CorpusError:
     return CorpusError(
         f"cannot read {DATASET_ID} from the HuggingFace hub ({detail}); "
-        f"the offline sample is at {FALLBACK_CORPUS} (VOICE_RAG_CORPUS_PATH)"
+        f"the offline sample is at {FALLBACK_CORPUS}; set VOICE_RAG_CORPUS_PATH to use "
+        "another passage file"
     )
 
 
