@@ -100,9 +100,9 @@ def collect(
 ) -> list[Item]:
     """Retrieve every question once (floors applied, no gate) and build its candidates.
 
-    ``cache``: a pickle of the retrieval results by question text (written when missing, read
-    when present), so refitting after a change to the features skips the query embeddings; it
-    must come from the same index and encoder."""
+    ``cache``: a pickle of the retrieval results by question text (read when present, written
+    when it was missing or lacked a question), so refitting after a change to the features skips
+    the query embeddings; it must come from the same index and encoder."""
     retrieved: dict = {}
     if cache is not None and cache.is_file():
         retrieved = pickle.loads(cache.read_bytes())
@@ -114,6 +114,7 @@ def collect(
         kind = "dataset_answerable" if case.category == "answerable" else case.category
         group = case.query_id if case.query_id is not None else -1 - i
         items.append(Item(case.text, case.lang, kind, group))
+    n_cached = len(retrieved)
     for item in items:
         if item.text not in retrieved:
             retrieved[item.text] = pipeline.prepare(item.text, None, None, Trace())
@@ -132,7 +133,7 @@ def collect(
         )
         if item.answer:
             item.labels = np.array([item.answer in c.text for c in item.candidates], dtype=int)
-    if cache is not None:
+    if cache is not None and len(retrieved) > n_cached:
         cache.write_bytes(pickle.dumps(retrieved))
     return items
 
