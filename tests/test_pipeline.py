@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from rag.language import detect_language
-from rag.types import Status
+from rag.types import Reason, ReasonCode, Status
 
 ROOT_STAGES = ["input_guard", "language", "embed", "search", "relevance_guard"]
 
@@ -31,6 +31,8 @@ def test_prime_minister_question_is_refused_with_score_and_floor(pipeline):
     assert result.answer == "" and result.citations == []
     assert result.floor == pytest.approx(0.840) and result.top_score < 0.840
     assert result.message == f"top {result.top_score:.3f} < floor 0.840 (en)"
+    assert result.reason == Reason(ReasonCode.BELOW_FLOOR, result.message,
+                                   score=result.top_score, floor=result.floor, lang="en")
     assert result.trace.get("relevance_guard").decision == "refused"
 
 
@@ -79,7 +81,24 @@ def test_answer_comes_from_sibling_translation_when_top_passage_is_in_another_la
 def test_bad_input_is_refused_before_embedding(fake_pipeline):
     result = fake_pipeline.ask("   ")
     assert result.status is Status.REFUSED_BAD_INPUT
+    assert result.reason.code is ReasonCode.EMPTY
     assert result.trace.get("embed") is None
+
+
+def test_too_long_input_carries_its_length_and_the_limit(fake_pipeline):
+    result = fake_pipeline.ask("how much does it cost " * 60)
+    limit = fake_pipeline.settings.max_query_chars
+    assert result.status is Status.REFUSED_BAD_INPUT
+    assert (result.reason.code, result.reason.max_chars) == (ReasonCode.TOO_LONG, limit)
+    assert result.reason.n_chars == len(result.query) > limit
+
+
+def test_every_refusal_and_error_has_a_reason(fake_pipeline):
+    results = [fake_pipeline.ask(q) for q in ("", "?", "asdf " * 400, "Кто премьер-министр?",
+                                              "How much does an Xbox 360 cost?",
+                                              "who won the 1930 football world cup")]
+    assert all(r.reason is not None for r in results if not r.is_answered)
+    assert all(r.reason is None for r in results if r.is_answered)
 
 
 def test_off_corpus_questions_are_refused(pipeline, offcorpus_queries):
