@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import sqlite3
@@ -189,6 +190,8 @@ def main() -> int:
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()
+        if ok and not args.keep:  # a failed or kept run leaves its logs for reading
+            shutil.rmtree(work, ignore_errors=True)
     return 0 if ok else 1
 
 
