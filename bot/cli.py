@@ -39,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--console", action="store_true", help="chat in this terminal instead")
     parser.add_argument("--whatsapp", action="store_true",
                         help="serve the WhatsApp Cloud API webhook instead (see bot.whatsapp)")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="with --console: print the INFO log lines too (default: warnings)")
     sub = parser.add_subparsers(dest="command")
     ask.add_arguments(sub.add_parser("ask", help="answer one question and exit",
                                      description="Answer one question from the index and exit "
@@ -46,7 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "ask":
         return ask.run_ask(args)
-    configure_logging()
+    # the console is a chat in this terminal: its INFO lines (one per decision) would interleave
+    # with the replies; the servers log every event
+    quiet = args.console and not args.verbose
+    configure_logging(logging.WARNING if quiet else logging.INFO)
     try:
         settings = Settings.from_env()
         check_startup(settings, needs_token=not (args.console or args.whatsapp))
