@@ -7,6 +7,7 @@ so the PTB handlers and the console run the same logic.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -91,6 +92,7 @@ class Services:
         except BaseException:
             await db.close()  # its worker thread would keep the process alive
             raise
+        freeze_loaded_objects()
         log.info("services open encoder=%s index=%s db=%s took_ms=%.0f", pipeline.encoder.name,
                  settings.rag.index_dir, settings.bot.db_path, (time.perf_counter() - start) * 1e3)
         return services
@@ -105,6 +107,29 @@ class Services:
             await self.tts.aclose()
         await self.llm.aclose()
         await self.db.close()
+
+
+def freeze_loaded_objects() -> None:
+    """Once per process: collect, then move every object alive now (the index's passages, the
+    answer selector's IDF table, the encoder's tables: about 99,000 tracked objects with the
+    sample index) out of the cyclic garbage collector's reach (``gc.freeze``), so its full
+    collections stop walking them.
+
+    Each full collection walked them on the event loop's thread: measured here with
+    ``scripts/bench_bot.py`` (50 chats at once, 2 cores, load 0.6), gen-2 collections took
+    65-81 ms and were the run's worst event-loop stall (81.8 ms); frozen, the worst stall was
+    13.6-18.2 ms in two runs. Later calls do nothing (tests open many services in one process).
+    """
+    global _is_frozen
+    if _is_frozen:
+        return
+    gc.collect()
+    gc.freeze()
+    _is_frozen = True
+    log.info("gc frozen n_objects=%d", gc.get_freeze_count())
+
+
+_is_frozen = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -272,3 +272,15 @@ async def test_why_after_a_voice_note_of_unknown_duration_says_duration_unknown(
     why = to_plain((await ask(services, "/why"))[0])
     assert f"voice_checks — passed: {note.stat().st_size} bytes, duration unknown" in why
     assert "None" not in why
+
+
+async def test_opening_services_freezes_the_loaded_objects_once(services, monkeypatch):
+    # the pipeline and everything loaded with it leave the cyclic collector's reach: its full
+    # collections took 65-81 ms on the event loop's thread (scripts/bench_bot.py)
+    import gc
+
+    from bot.services import freeze_loaded_objects
+
+    assert gc.get_freeze_count() > 1000
+    monkeypatch.setattr(gc, "collect", lambda *a: pytest.fail("collected a second time"))
+    freeze_loaded_objects()
