@@ -192,11 +192,13 @@ def encode_corpus(
         if show_progress:
             print(f"resuming: {n_done} of {len(texts)} passages already encoded "
                   f"({len(done)} of {len(chunks)} chunks in {work_dir})", flush=True)
+    todo = [number for number in range(len(chunks)) if number not in done]
+    tokens_left = sum(lengths[i] for number in todo for b in chunks[number] for i in b)
+    start = time.perf_counter()
     with tqdm(total=len(texts), initial=n_done, unit="passage", desc="encoding",
               disable=not show_progress, smoothing=0.1) as bar:
-        for number, chunk in enumerate(chunks):
-            if number in done:
-                continue
+        for number in todo:
+            chunk = chunks[number]
             for batch in chunk:
                 batch_texts = [texts[i] for i in batch]
                 out[batch] = encoder.encode_passages(batch_texts, batch_size=len(batch))
@@ -207,7 +209,21 @@ def encode_corpus(
                 tmp = path.with_suffix(".tmp.npy")
                 np.save(tmp, out[rows], allow_pickle=False)
                 os.replace(tmp, path)
+            if show_progress and number == todo[0] and len(todo) > 1:
+                bar.write(_reprojection(chunk, lengths, tokens_left, time.perf_counter() - start))
     return out
+
+
+def _reprojection(chunk: list[list[int]], lengths: list[int], tokens_left: int,
+                  elapsed_s: float) -> str:
+    """The time left after the first chunk of this run, at the tokens/s it took: chunks run
+    from short passages to long ones, so passages/s of the first chunk would promise too much."""
+    n_tokens = sum(lengths[i] for batch in chunk for i in batch)
+    rate = n_tokens / max(elapsed_s, 1e-9)
+    left_s = (tokens_left - n_tokens) / rate
+    left = f"{left_s:.0f} s" if left_s < 90 else f"{left_s / 60:.1f} min"
+    return (f"re-estimate after the first chunk ({n_tokens:,} tokens in {elapsed_s:.0f} s, "
+            f"{rate:,.0f} tokens/s): about {left} left")
 
 
 def measure_rate(

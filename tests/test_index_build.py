@@ -15,7 +15,7 @@ import pytest
 
 from rag.corpus import write_passages
 from rag.encoders import load_encoder
-from rag.index import WORK_DIR, PassageIndex, _token_batches, encode_corpus
+from rag.index import WORK_DIR, PassageIndex, _reprojection, _token_batches, encode_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -59,6 +59,19 @@ def test_batches_hold_similar_lengths_under_the_token_budget():
     assert [900] in [[lengths[i] for i in b] for b in batches]  # over budget: alone
     flat = [lengths[i] for b in batches for i in b]
     assert flat == sorted(flat)
+
+
+def test_time_left_is_re_estimated_from_the_first_chunks_tokens_per_second():
+    lengths = [10] * 4 + [100] * 4
+    # the first chunk (4 short passages, 40 tokens) took 2 s: 20 tokens/s for 400 more tokens
+    assert _reprojection([[0, 1], [2, 3]], lengths, 440, 2.0).endswith("about 20 s left")
+    assert _reprojection([[0, 1], [2, 3]], lengths, 40 + 20 * 60 * 5, 2.0).endswith(
+        "about 5.0 min left")
+
+
+def test_build_prints_one_re_estimate_after_its_first_chunk(capsys):
+    encode_corpus(RecordingEncoder(), TEXTS, batch_size=4, chunk_passages=8)
+    assert capsys.readouterr().out.count("re-estimate after the first chunk") == 1
 
 
 def test_stopped_build_resumes_and_encodes_only_the_rest(tmp_path):
