@@ -15,7 +15,7 @@ from html import escape
 
 from bot.messages import language_name, t
 from bot.render import render_trace
-from bot.services import Reply, Services, ui_language
+from bot.services import Asker, Reply, Services, ui_language
 from bot.update_context import UpdateContext, per_update
 from storage.db import CHAT_LANGS, MODES, VOICE_MODES
 from storage.inbox import decision_of_sent
@@ -101,6 +101,27 @@ async def voice_command_reply(ctx: UpdateContext, arg: str | None) -> Reply:
     await services.db.set_chat_settings(ctx.chat_id, voice=choice)
     log.info("chat_settings chat_id=%d voice=%s", ctx.chat_id, choice)
     return Reply([escape(voice_line(choice, ui, services))])
+
+
+async def command_reply(services: Services, asker: Asker, name: str,
+                        arg: str | None) -> Reply | None:
+    """The reply to the text command ``/name arg`` (``name`` without the slash, lower case;
+    ``arg`` None or blank when there is none), for front ends that read commands from text (the
+    console, WhatsApp); None when ``name`` is not a command here. Telegram registers one
+    handler per command instead."""
+    arg = arg or None
+    match name:
+        case "start" | "help":
+            return await help_reply(services, asker)
+        case "why":
+            return await why_reply(services, asker)
+        case "lang":
+            return await lang_reply(services, asker, arg)
+        case "mode":
+            return await mode_reply(services, asker, arg)
+        case "voice":
+            return await voice_command_reply(services, asker, arg)
+    return None
 
 
 def voice_line(voice: str, ui: str, services: Services) -> str:

@@ -38,15 +38,11 @@ from pathlib import Path
 
 from bot.audio import AudioError
 from bot.commands import (
-    help_reply,
+    command_reply,
     lang_line,
-    lang_reply,
     mode_line,
-    mode_reply,
     notice_reply,
-    voice_command_reply,
     voice_line,
-    why_reply,
 )
 from bot.incoming import cut_command
 from bot.questions import answer_text, answer_voice
@@ -74,17 +70,10 @@ async def handle_line(services: Services, asker: Asker, line: str) -> Reply | No
     if not line:
         return None
     command, _, arg = line.replace("\t", " ").partition(" ")  # "/voice<tab>off" too
-    match command.lower():
-        case "/start" | "/help":
-            return await help_reply(services, asker)
-        case "/why":
-            return await why_reply(services, asker)
-        case "/lang":
-            return await lang_reply(services, asker, arg or None)
-        case "/mode":
-            return await mode_reply(services, asker, arg or None)
-        case "/voice":
-            return await voice_command_reply(services, asker, arg or None)
+    if command.startswith("/"):
+        reply = await command_reply(services, asker, command[1:].lower(), arg)
+        if reply is not None:
+            return reply
     name = file_name(line)
     path = _readable_file(name)
     if path is not None:

@@ -58,14 +58,7 @@ from typing import Any
 
 from aiohttp import web
 
-from bot.commands import (
-    help_reply,
-    lang_reply,
-    mode_reply,
-    notice_reply,
-    voice_command_reply,
-    why_reply,
-)
+from bot.commands import command_reply, notice_reply
 from bot.errors import SettingsError, VoiceDownloadError
 from bot.questions import answer_text, answer_voice
 from bot.services import Asker, Reply, Services, VoiceNote
@@ -412,17 +405,9 @@ class WhatsAppFrontEnd:
         return await notice_reply(services, asker, "unsupported_message")
 
     async def _command(self, asker: Asker, name: str, arg: str | None) -> Reply:
-        match name:
-            case "start" | "help":
-                return await help_reply(self.services, asker)
-            case "why":
-                return await why_reply(self.services, asker)
-            case "lang":
-                return await lang_reply(self.services, asker, arg)
-            case "mode":
-                return await mode_reply(self.services, asker, arg)
-            case "voice":
-                return await voice_command_reply(self.services, asker, arg)
+        reply = await command_reply(self.services, asker, name, arg)
+        if reply is not None:
+            return reply
         return await notice_reply(self.services, asker, "unknown_command",
                                   command=f"/{name[:32]}")
 
