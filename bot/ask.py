@@ -26,7 +26,7 @@ from rag.answering import Answerer
 from rag.errors import RagError
 from rag.pipeline import Pipeline
 from rag.settings import RagSettings
-from rag.types import LANGUAGES, Result
+from rag.types import LANGUAGES, Result, Status
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ def run_ask(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     result = asyncio.run(ask_once(pipeline, args.query, args.lang, openrouter))
-    code = 0 if result.is_answered else (2 if result.status.value == "error" else 1)
+    code = 0 if result.is_answered else (2 if result.status is Status.ERROR else 1)
     try:
         if args.json:
             print(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
