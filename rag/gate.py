@@ -160,7 +160,13 @@ class AnswerabilityGate:
         return cls(data["models"], data["screen"], float(band))
 
     def decide(self, features: GateFeatures, lang: str) -> GateVerdict:
-        """The full gate's verdict (``features.answer_cosine`` must be computed)."""
+        """The full gate's verdict.
+
+        Raises:
+            ValueError: ``features.answer_cosine`` is None (not computed).
+        """
+        if features.answer_cosine is None:
+            raise ValueError("the full gate needs answer_cosine: embed the answer first")
         m = self.models.get(lang) or self.models["all"]
         probability = _probability(m, features.vector())
         return GateVerdict(probability >= m["threshold"], probability, m["threshold"], features)

@@ -9,7 +9,7 @@ import pytest
 
 import rag
 from rag.errors import ModelFileError
-from rag.gate import FEATURES, MODEL_PATH, AnswerabilityGate, gate_features
+from rag.gate import FEATURES, MODEL_PATH, AnswerabilityGate, GateFeatures, gate_features
 from rag.pipeline import Prepared
 from rag.selection import AnswerSelector
 from rag.text import content_tokens, coverage
@@ -109,6 +109,9 @@ def test_the_screen_decides_alone_only_when_sure_else_the_answer_is_embedded(
     assert embedded == []
     assert "(screen, sure enough without embedding the answer)" in screened.detail
     assert "answer_cosine not computed" in screened.detail
+    unembedded = GateFeatures(0.9, 0.06, 0.5, 0.5, 0.0, 0.1, 0.8, answer_cosine=None)
+    with pytest.raises(ValueError, match="needs answer_cosine"):
+        pipeline.gate.decide(unembedded, "en")
 
     never_sure = replace(pipeline.gate, screen_band=1.0)
     monkeypatch.setattr(pipeline, "gate", never_sure)
