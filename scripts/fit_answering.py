@@ -14,9 +14,12 @@ those whose passages are not in the sample) and its off-corpus questions
    it contains the answer span; a logistic model over the candidate features, fitted on the
    natural answerable questions.
 2. **Gate** (rag/gate.py): a logistic model over the question's top cosine and its selected
-   answer; positives are natural questions whose selected answer contains the span and dataset
-   answerable queries, negatives near-misses, off-corpus and not-in-corpus questions and natural
-   questions whose selected answer misses the span (a wrong answer is worse than a refusal).
+   answer (including the cosine between the question and the answer text's own vector), and a
+   screen, the same over the signals that need no encoder call, which decides alone where it
+   is ``SCREEN_BAND`` or more from its threshold; positives are natural questions whose
+   selected answer contains the span and dataset answerable queries, negatives near-misses,
+   off-corpus and not-in-corpus questions and natural questions whose selected answer misses
+   the span (a wrong answer is worse than a refusal).
    "No Answer Present" queries are reported, not trained on (MS MARCO's own labels disagree with
    annotators at that level).
 
@@ -482,6 +485,7 @@ def main(argv: list[str] | None = None) -> int:
     kinds = np.array([items[i].kind for i in idx])
     langs = np.array([items[i].lang for i in idx])
     groups = np.array([items[i].group for i in idx])
+
     def scoped_models(n: int) -> dict[str, dict]:
         """The logistic model over the first ``n`` gate signals with its per-scope thresholds."""
         scaler, model = _fit(x[:, :n], y)
