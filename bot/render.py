@@ -31,8 +31,9 @@ WHY_QUERY_CHARS = 200
 cut to ``WHY_DETAIL_CHARS``, a whole trace fits one message even after a 4,000-character
 question."""
 WHY_DETAIL_CHARS = 300
-"""Longest stage detail shown by ``/why``, in characters (the longest the pipeline writes, three
-hits with scores or a gate summary, are well under this; error texts can be longer)."""
+"""Longest stage detail shown by ``/why``, in characters (the longest the pipeline writes fit:
+three hits with scores, ~120; the gate's summary, ~220 when the screen decides alone; error
+texts can be longer)."""
 
 _UNIT_RE = re.compile(r"<[^<>]+>|&#?[A-Za-z0-9]+;|.", re.DOTALL)
 _TAG_RE = re.compile(r"<[^<>]+>")

@@ -255,6 +255,8 @@ class Pipeline:
             stage.detail = gate.detail
         if not gate.is_answerable:
             message = f"not answerable: p {gate.probability:.3f} < {gate.threshold:.3f}"
+            if gate.screened:
+                message += " (screen)"
             return prepared.result(
                 Status.REFUSED_UNANSWERABLE,
                 message=message,
@@ -278,7 +280,7 @@ class Pipeline:
 
     def gate_features(self, prepared: Prepared) -> GateFeatures:
         """The answerability gate's signals for a question that cleared the floor (embeds the
-        selected answer text: one encoder call)."""
+        selected answer text, when there is one: one encoder call)."""
         cosine = self.answer_cosine(prepared.vector, prepared.selection)
         return gate_features(prepared.hits, prepared.selection, prepared.relevance.floor, cosine)
 

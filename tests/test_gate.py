@@ -1,6 +1,7 @@
 """The answerability gate's signals, each on real passages, and its decisions on real questions."""
 
 import json
+import math
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -107,7 +108,7 @@ def test_the_screen_decides_alone_only_when_sure_else_the_answer_is_embedded(
     monkeypatch.setattr(pipeline, "gate", replace(pipeline.gate, screen_band=0.0))
     screened = pipeline.ask(query).trace.get("answerability_gate")
     assert embedded == []
-    assert "(screen, sure enough without embedding the answer)" in screened.detail
+    assert "(screen alone)" in screened.detail
     assert "answer_cosine not computed" in screened.detail
     unembedded = GateFeatures(0.9, 0.06, 0.5, 0.5, 0.0, 0.1, 0.8, answer_cosine=None)
     with pytest.raises(ValueError, match="needs answer_cosine"):
@@ -164,6 +165,8 @@ def test_gate_model_with_other_features_is_rejected(tmp_path):
     (lambda data: data["screen"]["en"]["coef"].pop(),
      rf"screen\['en'\]\['coef'\] is not a list of {len(FEATURES) - 1} numbers"),
     (lambda data: data.update(screen_band=2), "screen_band is not a number from 0 to 1"),
+    (lambda data: data.update(screen_band=True), "screen_band is not a number from 0 to 1"),
+    (lambda data: data["screen"].pop("en"), "cover different languages"),
 ])
 def test_gate_model_shaped_otherwise_is_rejected_at_load_naming_the_model(tmp_path, change,
                                                                          message):
@@ -246,3 +249,45 @@ def test_the_shipped_screen_agrees_with_the_full_gate_on_natural_questions(pipel
     assert reached > 100
     assert 0.3 < screened / reached < 0.95
     assert disagreements <= 0.03 * screened
+
+
+def _constant_model(probability: float, threshold: float, n: int) -> dict:
+    """A logistic model over ``n`` signals that ignores them: p = ``probability`` always."""
+    return {"mean": [0.0] * n, "scale": [1.0] * n, "coef": [0.0] * n,
+            "intercept": math.log(probability / (1 - probability)), "threshold": threshold}
+
+
+@pytest.mark.parametrize(("probability", "expected"), [
+    (0.90, "answered"),   # 0.40 above the threshold: sure
+    (0.71, "answered"),   # 0.21 above: sure
+    (0.65, None),         # 0.15 above: within the band, embed the answer
+    (0.35, None),
+    (0.20, "refused"),
+])
+def test_screen_decides_alone_only_outside_its_band(probability, expected):
+    n = len(FEATURES) - 1
+    gate = AnswerabilityGate({"all": _constant_model(0.5, 0.5, n + 1)},
+                             {"all": _constant_model(probability, 0.5, n)}, screen_band=0.2)
+    features = GateFeatures(0.9, 0.06, 0.5, 0.5, 0.0, 0.1, 0.8, answer_cosine=None)
+    verdict = gate.screen_decide(features, "hi")
+    if expected is None:
+        assert verdict is None
+    else:
+        assert verdict.screened and verdict.is_answerable is (expected == "answered")
+        assert verdict.probability == pytest.approx(probability)
+
+
+def test_screen_uses_the_language_threshold_and_a_nan_is_never_sure():
+    n = len(FEATURES) - 1
+    screen = {"all": _constant_model(0.8, 0.5, n), "en": _constant_model(0.8, 0.7, n)}
+    models = {k: _constant_model(0.5, 0.5, n + 1) for k in screen}
+    gate = AnswerabilityGate(models, screen, screen_band=0.2)
+    features = GateFeatures(0.9, 0.06, 0.5, 0.5, 0.0, 0.1, 0.8, answer_cosine=None)
+    assert gate.screen_decide(features, "gu").is_answerable  # pooled: 0.8 vs 0.5, sure
+    assert gate.screen_decide(features, "en") is None         # en: 0.8 vs 0.7, unsure
+    screen["all"]["coef"] = [1.0] * n                         # now it reads the signals
+    nan = replace(features, top_score=float("nan"))
+    assert gate.screen_decide(nan, "gu") is None
+    models["all"]["coef"] = [1.0] * (n + 1)
+    with pytest.raises(ValueError, match="not all finite"):
+        gate.decide(replace(nan, answer_cosine=0.9), "gu")

@@ -106,7 +106,8 @@ def test_off_corpus_questions_are_refused(pipeline, offcorpus_queries):
     answered = [r.query for r in results if r.is_answered]
     by_floor = [r for r in results if r.status is Status.REFUSED_NO_MATCH]
     # The floors alone refuse about 60 % of them; the gate (fitted on this sample, so this is
-    # the in-sample figure; cross-validated: 1 of these 120, scripts/fit_gate.py) refuses the rest.
+    # the in-sample figure; out of fold: 2 of these 120, scripts/fit_answering.py) refuses the
+    # rest.
     assert len(by_floor) >= len(results) / 2
     assert len(answered) <= len(results) * 0.05, answered
 
