@@ -270,18 +270,18 @@ class Pipeline:
     def gate_verdict(self, prepared: Prepared) -> GateVerdict:
         """The answerability gate's verdict: the screen's when it is sure, else the full gate's
         after embedding the selected answer text (one encoder call)."""
-        features = gate_features(prepared.hits, prepared.selection, prepared.relevance.floor,
-                                 None)
+        features = self.gate_features(prepared, embed_answer=False)
         verdict = self.gate.screen_decide(features, prepared.lang)
         if verdict is not None:
             return verdict
         cosine = self.answer_cosine(prepared.vector, prepared.selection)
         return self.gate.decide(replace(features, answer_cosine=cosine), prepared.lang)
 
-    def gate_features(self, prepared: Prepared) -> GateFeatures:
-        """The answerability gate's signals for a question that cleared the floor (embeds the
-        selected answer text, when there is one: one encoder call)."""
-        cosine = self.answer_cosine(prepared.vector, prepared.selection)
+    def gate_features(self, prepared: Prepared, embed_answer: bool = True) -> GateFeatures:
+        """The answerability gate's signals for a question that cleared the floor; with
+        ``embed_answer`` the selected answer text is embedded (one encoder call) for
+        ``answer_cosine``, else that signal is left None (the screen's inputs)."""
+        cosine = self.answer_cosine(prepared.vector, prepared.selection) if embed_answer else None
         return gate_features(prepared.hits, prepared.selection, prepared.relevance.floor, cosine)
 
     def answer_cosine(self, query_vector: np.ndarray, selection: Selection | None) -> float:
