@@ -18,7 +18,8 @@ a right one). Two variants:
 Everything is out of fold: the folds are ``scripts/fit_answering.py``'s (GroupKFold by query_id
 over the natural questions and the dataset queries); each fold's candidates are ranked by a
 selector fitted on the other folds and reranked by a reader trained on the other folds' natural
-answerable questions. Reported per language, with n: the top candidate holds the span, and the
+answerable questions, whose own candidates are ranked by selectors fitted without the test fold
+either (nested). Reported per language, with n: the top candidate holds the span, and the
 shown text (the best sentence and its partner, as the product composes it) holds the span, for
 the selector alone and with the reader, before the answerability gate; and the reader's time for
 one question's candidates (torch fp32, median and P95).
@@ -183,27 +184,31 @@ def main(argv: list[str] | None = None) -> int:
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
 
     answerable = [it for it in items if it.kind == "answerable" and it.candidates]
-    ranked: dict[int, list[Candidate]] = {}
-    selectors: dict[int, AnswerSelector] = {}
-    for f in range(args.folds):
-        selectors[f] = fit_selector([it for it in items if it.fold != f])
-        for it in answerable:
-            if it.fold == f:
-                ranked[id(it)] = selectors[f].score(it.candidates)
+    # A test question (fold f) is ranked by a selector fitted without fold f; a training question
+    # of fold g, for test fold f, by one fitted without folds f and g (nested), so neither the
+    # reader's inputs nor its training ranks have seen the test fold's answers.
+    selectors = {f: fit_selector([it for it in items if it.fold != f])
+                 for f in range(args.folds)}
+    without_pair = {(f, g): fit_selector([it for it in items if it.fold not in (f, g)])
+                    for f in range(args.folds) for g in range(f + 1, args.folds)}
+
+    def ranked(item: Item, test_fold: int) -> list[Candidate]:
+        if item.fold == test_fold:
+            return selectors[test_fold].score(item.candidates)
+        pair = (min(item.fold, test_fold), max(item.fold, test_fold))
+        return without_pair[pair].score(item.candidates)
 
     report: dict = {}
     for variant in ["selector", *args.variant]:
         rows: dict[str, dict[str, list[bool]]] = {}
         seconds: list[float] = []
         for f in range(args.folds):
-            test = [(it, ranked[id(it)]) for it in answerable if it.fold == f]
+            test = [(it, ranked(it, f)) for it in answerable if it.fold == f]
             if variant == "selector":
                 reranked = {id(it): c for it, c in test}
             else:
                 print(f"{variant}: fold {f + 1}/{args.folds}", flush=True)
-                train = [(it, ranked[id(it)]) for it in answerable if it.fold != f]
-                # the training questions' candidates ranked out of fold too (a selector fitted
-                # without their fold), as the test questions' are
+                train = [(it, ranked(it, f)) for it in answerable if it.fold != f]
                 scores, took = train_and_score(args, variant, tokenizer, model_dir, train, test)
                 seconds += took
                 reranked = {}
