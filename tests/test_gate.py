@@ -110,7 +110,7 @@ def test_the_screen_decides_alone_only_when_sure_else_the_answer_is_embedded(
     assert embedded == []
     assert "(screen alone)" in screened.detail
     assert "answer_cosine not computed" in screened.detail
-    unembedded = GateFeatures(0.9, 0.06, 0.5, 0.5, 0.0, 0.1, 0.8, answer_cosine=None)
+    unembedded = GateFeatures(0.9, 0.06, 0.5, 0.5, 0.0, 0.1, 0.8, 0.7, 0.2, answer_cosine=None)
     with pytest.raises(ValueError, match="needs answer_cosine"):
         pipeline.gate.decide(unembedded, "en")
 

@@ -1,0 +1,181 @@
+"""The shipped pipeline on the test set, once, beside the pipeline of an earlier checkout.
+
+    python scripts/test_report.py                          # this checkout and b91396e
+    python scripts/test_report.py --questions eval/training/*.jsonl --no-offcorpus
+    python scripts/test_report.py --json docs/test_report.json --plot docs/img/test_set.png
+
+The test set is ``eval/natural_questions.jsonl`` (typed) and ``eval/test_as_spoken.jsonl`` (the
+same questions as speech-to-text writes them, and Hindi in Latin letters), plus the shared
+sample's off-corpus questions; nothing in this project is fitted, tuned or chosen on it
+(``eval/README.md``). Each side runs in its own process, over an index of the whole shared
+sample built by its own code with its own default encoder (as ``scripts/bench_answer_stage.py``
+does; the baseline's index is cached by commit), with its own fitted files, and asks every
+question with the language auto-detected, as a chat does. A question is answered correctly when
+the displayed answer contains its answer span (``eval/README.md``).
+
+Prints, per language and style: answerable questions answered correctly / wrongly / refused, and
+near-misses answered, with n; off-corpus questions answered. gu/te test questions share topics
+with the training questions (their passages differ).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from bench_answer_stage import (  # noqa: E402
+    BASELINE_REF,
+    CACHE,
+    SAMPLE,
+    build_index,
+    checkout,
+    side_env,
+)
+
+TEST_FILES = (ROOT / "eval" / "natural_questions.jsonl", ROOT / "eval" / "test_as_spoken.jsonl")
+
+_MEASURE = r"""
+import json, sys
+from rag.pipeline import Pipeline
+from rag.settings import RagSettings
+pipeline = Pipeline.from_settings(RagSettings.from_env())
+out = []
+for text in json.load(sys.stdin):
+    r = pipeline.ask(text)
+    out.append([bool(r.is_answered), r.answer or "", r.status.value])
+print(json.dumps(out, ensure_ascii=False))
+"""
+
+
+def load_rows(paths: list[Path], offcorpus: bool) -> list[dict]:
+    rows = []
+    for path in paths:
+        for r in map(json.loads, path.open(encoding="utf-8")):
+            rows.append({**r, "style": r.get("style", "typed")})
+    if offcorpus:
+        for r in map(json.loads, (SAMPLE / "offcorpus.jsonl").open(encoding="utf-8")):
+            rows.append({"question": r["text"], "lang": r["lang"], "kind": "off_corpus",
+                         "style": "typed"})
+    return rows
+
+
+def ask_all(code_dir: Path, env: dict[str, str], texts: list[str]) -> list[list]:
+    proc = subprocess.run([sys.executable, "-c", _MEASURE], input=json.dumps(texts),
+                          capture_output=True, text=True, env=env, cwd=code_dir)
+    if proc.returncode:
+        raise SystemExit(f"{code_dir}: the pipeline failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def table(rows: list[dict], answers: list[list]) -> dict:
+    """{(lang, style): {"n_answerable", "correct", "wrong", "refused", "n_near_miss",
+    "near_miss_answered", "n_off_corpus", "off_corpus_answered"}} (shares 0-1)."""
+    acc: dict = defaultdict(lambda: defaultdict(list))
+    for row, (answered, answer, _status) in zip(rows, answers, strict=True):
+        for key in ((row["lang"], row["style"]), (row["lang"], "all")):
+            cell = acc[key]
+            if row["kind"] == "answerable":
+                right = answered and row["answer"] in answer
+                cell["correct"].append(right)
+                cell["wrong"].append(answered and not right)
+                cell["refused"].append(not answered)
+            else:
+                cell[f"{row['kind']}_answered"].append(answered)
+    return {key: {**{k: sum(v) / len(v) for k, v in cell.items()},
+                  "n_answerable": len(cell["correct"]),
+                  "n_near_miss": len(cell["near_miss_answered"]),
+                  "n_off_corpus": len(cell["off_corpus_answered"])}
+            for key, cell in acc.items()}
+
+
+def pct(cell: dict, key: str, n_key: str) -> str:
+    return f"{100 * cell[key]:5.1f}" if cell.get(n_key) else "    -"
+
+
+def print_table(title: str, result: dict) -> None:
+    print(f"\n{title}")
+    print(f"{'lang':<5}{'style':<11}{'n':>5}{'correct':>9}{'wrong':>7}{'refused':>9}"
+          f"{'n nm':>6}{'nm ans':>8}{'n off':>7}{'off ans':>9}")
+    for (lang, style), c in sorted(result.items(), key=lambda kv: (
+            "en hi gu te".split().index(kv[0][0]), kv[0][1] != "all", kv[0][1])):
+        print(f"{lang:<5}{style:<11}{c['n_answerable']:>5}{pct(c, 'correct', 'n_answerable'):>9}"
+              f"{pct(c, 'wrong', 'n_answerable'):>7}{pct(c, 'refused', 'n_answerable'):>9}"
+              f"{c['n_near_miss']:>6}{pct(c, 'near_miss_answered', 'n_near_miss'):>8}"
+              f"{c['n_off_corpus']:>7}{pct(c, 'off_corpus_answered', 'n_off_corpus'):>9}")
+
+
+def plot(results: dict[str, dict], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    keys = sorted({k for r in results.values() for k in r if k[1] != "all"
+                   and r[k]["n_answerable"]},
+                  key=lambda k: ("en hi gu te".split().index(k[0]), k[1]))
+    fig, ax = plt.subplots(figsize=(10, 3.8))
+    width = 0.8 / len(results)
+    for j, (name, r) in enumerate(results.items()):
+        xs = np.arange(len(keys)) + j * width
+        correct = [100 * r.get(k, {}).get("correct", np.nan) for k in keys]
+        wrong = [100 * r.get(k, {}).get("wrong", np.nan) for k in keys]
+        ax.bar(xs, correct, width, label=f"{name}: correct")
+        ax.bar(xs, wrong, width, bottom=correct, label=f"{name}: wrong", alpha=0.5)
+    ax.set_xticks(np.arange(len(keys)) + 0.4 - width / 2, [f"{lang}\n{s}" for lang, s in keys],
+                  fontsize=8)
+    ax.set_ylabel("% of answerable test questions")
+    ax.set_title("Test set: answered correctly (and wrongly, stacked), per language and style")
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    print(f"written {out}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--questions", type=Path, nargs="+", default=list(TEST_FILES))
+    parser.add_argument("--no-offcorpus", action="store_true")
+    parser.add_argument("--baseline-ref", default=BASELINE_REF, help="'' for none")
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--plot", type=Path)
+    args = parser.parse_args(argv)
+    rows = load_rows(args.questions, not args.no_offcorpus)
+    texts = [r["question"] for r in rows]
+    corpus = SAMPLE / "corpus.jsonl"
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.baseline_ref:
+            sha = subprocess.run(["git", "rev-parse", args.baseline_ref], cwd=ROOT, text=True,
+                                 capture_output=True, check=True).stdout.strip()
+            base_dir = checkout(sha, Path(tmp))
+            index_dir = CACHE / f"{sha[:12]}-sample"
+            env = side_env(base_dir, index_dir, own_defaults=True)
+            if not (index_dir / "meta.json").is_file():
+                build_index(base_dir, corpus, env)
+            results[f"baseline {args.baseline_ref}"] = table(rows, ask_all(base_dir, env, texts))
+        results["this checkout"] = table(rows, ask_all(ROOT, dict(__import__("os").environ),
+                                                       texts))
+    print(f"{len(rows)} questions from {', '.join(p.name for p in args.questions)}"
+          + ("" if args.no_offcorpus else " + off-corpus"))
+    for name, result in results.items():
+        print_table(name, result)
+    if args.json:
+        args.json.write_text(json.dumps({name: {" ".join(k): v for k, v in r.items()}
+                                         for name, r in results.items()}, indent=1) + "\n")
+    if args.plot:
+        plot(results, args.plot)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
