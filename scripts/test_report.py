@@ -38,6 +38,7 @@ from bench_answer_stage import (  # noqa: E402
     build_index,
     checkout,
     side_env,
+    topic_corpus,
 )
 
 TEST_FILES = (ROOT / "eval" / "natural_questions.jsonl", ROOT / "eval" / "test_as_spoken.jsonl")
@@ -151,14 +152,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rows = load_rows(args.questions, not args.no_offcorpus)
     texts = [r["question"] for r in rows]
-    corpus = SAMPLE / "corpus.jsonl"
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
+        corpus = Path(tmp) / "corpus.jsonl"
+        key = topic_corpus(None, corpus)  # the whole sample, as bench_answer_stage's default
         if args.baseline_ref:
             sha = subprocess.run(["git", "rev-parse", args.baseline_ref], cwd=ROOT, text=True,
                                  capture_output=True, check=True).stdout.strip()
             base_dir = checkout(sha, Path(tmp))
-            index_dir = CACHE / f"{sha[:12]}-sample"
+            index_dir = CACHE / f"{sha[:12]}-{key}"
             env = side_env(base_dir, index_dir, own_defaults=True)
             if not (index_dir / "meta.json").is_file():
                 build_index(base_dir, corpus, env)

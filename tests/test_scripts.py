@@ -31,7 +31,8 @@ def test_answer_stage_benchmark_prints_both_sides_and_their_ratio(tmp_path):
     index written by today's), so this passes on a fresh machine with an empty cache."""
     env = {**os.environ, "HOME": str(tmp_path)}
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_answer_stage.py"),
-                           "--questions", "6"], env=env, capture_output=True, text=True,
+                           "--questions", "6", "--topic-corpus"], env=env, capture_output=True,
+                          text=True,
                           timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "baseline b91396e" in proc.stdout and "this checkout" in proc.stdout
