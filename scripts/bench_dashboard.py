@@ -11,8 +11,19 @@ GETs of each page over HTTP from a client in the same process, after one warm-up
 
     python scripts/bench_dashboard.py                    # 1,000 decisions, 15 requests a page
     python scripts/bench_dashboard.py --n 10000 --repeat 9
+    python scripts/bench_dashboard.py --bot              # and the bot's answers/s beside it
 
 Prints the median and P90 in milliseconds per page; asserts nothing.
+
+``--bot`` then measures what an open dashboard costs the bot: the real Application answers
+``--chats`` chats at once for ``--rounds`` rounds against the fake Bot API server (as in
+``scripts/bench_bot.py``, whose helpers it uses), from the configured index
+(``VOICE_RAG_INDEX_DIR``) or, where there is none, a temporary index of the first
+``--passages`` passages of the shared sample built with the configured encoder. Throughput is
+measured alternately without and with ``python -m bot dashboard`` (its own process, reading the
+bot's database) polled by a client thread that loads the questions list, the latency page and
+``/metrics`` in a loop with ``--poll-s`` between loops (a far busier operator than a person, or
+Prometheus scraping every second).
 """
 
 from __future__ import annotations
@@ -183,7 +194,7 @@ async def bench(db_path: Path, repeat: int) -> list[tuple[str, list[float]]]:
                                 "status = 'answered' ORDER BY id DESC LIMIT 1").fetchone()[0]
         n = conn.execute("SELECT COUNT(*) FROM decisions").fetchone()[0]
     pages = [("list, 50 rows (default page)", "/"),
-             (f"list, all {n} rows (?per={n})", f"/?per={min(n, 1000)}"),
+             (f"list, {min(n, 1000)} rows (?per={min(n, 1000)})", f"/?per={min(n, 1000)}"),
              ("list filtered (refused-no-match, hi)", "/?status=refused-no-match&lang=hi"),
              ("decision chain", f"/decision/{chain_id}"),
              ("refusals per day", "/refusals"), ("scores (4 SVG charts)", "/scores"),
@@ -207,11 +218,131 @@ async def bench(db_path: Path, repeat: int) -> list[tuple[str, list[float]]]:
     return out
 
 
+def _bot_pipeline(n_passages: int, work: Path):
+    """The configured index's pipeline, else one over a temporary index of the first
+    ``n_passages`` passages of the shared sample."""
+    from rag.corpus import read_passages
+    from rag.encoders import load_encoder
+    from rag.index import build_index
+    from rag.pipeline import Pipeline
+    from rag.settings import SHARED_SAMPLE, RagSettings
+    from ragtools.build import ensure_encoder_files
+
+    settings = RagSettings.from_env()
+    if not (settings.index_dir / "meta.json").is_file():
+        ensure_encoder_files(settings.encoder)
+        index_dir = work / "index"
+        passages = read_passages(SHARED_SAMPLE)[:n_passages]
+        print(f"no index at {settings.index_dir}: building one of {len(passages)} passages of "
+              f"the shared sample with {settings.encoder} into {index_dir}", flush=True)
+        build_index(passages, load_encoder(settings.encoder), index_dir, show_progress=False)
+        settings = RagSettings.from_env({**os.environ, "VOICE_RAG_INDEX_DIR": str(index_dir)})
+    return Pipeline.from_settings(settings)
+
+
+class _Poller:
+    """A thread loading dashboard pages in a loop while ``on`` is set; counts the loads."""
+
+    def __init__(self, url: str, pause_s: float) -> None:
+        import threading
+
+        import httpx
+
+        self.client = httpx.Client(base_url=url, timeout=60)
+        self.pause_s, self.n_loads = pause_s, 0
+        self.on, self.stopped = threading.Event(), threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stopped.is_set():
+            if not self.on.wait(0.1):
+                continue
+            for path in ("/", "/latency", "/metrics"):
+                self.client.get(path).raise_for_status()
+                self.n_loads += 1
+            time.sleep(self.pause_s)
+
+    def close(self) -> None:
+        self.stopped.set()
+        self.thread.join(10)
+        self.client.close()
+
+
+async def bench_bot(args: argparse.Namespace) -> None:
+    """Answers/s of the bot without and with an open, busy dashboard, alternating."""
+    import subprocess
+    from dataclasses import replace
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import bench_bot as bb
+
+    from bot.app import build_application, polling
+    from bot.settings import Settings, TelegramSettings
+    from standins.telegram import DEFAULT_TOKEN
+
+    work = Path(tempfile.mkdtemp(prefix="voice-rag-bench-dashboard-"))
+    pipeline = await asyncio.to_thread(_bot_pipeline, args.passages, work)
+    base = Settings.from_env({**os.environ, "VOICE_RAG_INDEX_DIR": str(
+        pipeline.settings.index_dir)})
+    db_path = work / "bot.sqlite3"
+    texts = bb.questions(args.chats * args.rounds * 2 * args.pairs)
+    results: dict[str, list[float]] = {"without": [], "with": []}
+    with bb.fake_telegram_process() as url:
+        settings = replace(
+            base, telegram=TelegramSettings(token=DEFAULT_TOKEN, api_base=f"{url}/bot",
+                                            file_base=f"{url}/file/bot", poll_timeout_s=1,
+                                            overall_max_rate=0),
+            bot=replace(base.bot, db_path=db_path, rate_limit_n=0, repeat_window_s=0))
+        driver = bb.Driver(url)
+        async with polling(build_application(settings, pipeline), settings):
+            await asyncio.to_thread(driver.ask_round, [1], ["warm-up question"])
+            dashboard = subprocess.Popen(
+                [sys.executable, "-m", "bot", "dashboard", "--port", "0", "--db", str(db_path)],
+                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            poller = _Poller(dashboard.stdout.readline().split()[1].rstrip("/"), args.poll_s)
+            try:
+                k = 0
+                for _ in range(args.pairs):
+                    for condition in ("without", "with"):
+                        if condition == "with":
+                            poller.on.set()
+                        chats = list(range(1000 + k * args.chats, 1000 + (k + 1) * args.chats))
+                        n_answered, started = 0, time.perf_counter()
+                        for _ in range(args.rounds):
+                            await asyncio.to_thread(driver.ask_round, chats,
+                                                    texts[k * args.chats:(k + 1) * args.chats])
+                            n_answered += len(chats)
+                            k += 1
+                        results[condition].append(n_answered / (time.perf_counter() - started))
+                        poller.on.clear()
+            finally:
+                poller.close()
+                dashboard.terminate()
+                dashboard.wait(10)
+    print(f"bot: {args.chats} chats x {args.rounds} rounds per measurement, {args.pairs} pairs "
+          f"alternating; index {pipeline.settings.index_dir.name} ({len(pipeline.index)} "
+          f"passages), load average {os.getloadavg()[0]:.2f}")
+    for condition, rates in results.items():
+        print(f"  {condition} the dashboard: " + ", ".join(f"{r:.1f}" for r in rates)
+              + f" answers/s (median {statistics.median(rates):.1f})")
+    print(f"  dashboard pages loaded meanwhile: {poller.n_loads}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=1000, help="decisions to record")
     parser.add_argument("--days", type=int, default=14, help="days to spread them over")
     parser.add_argument("--repeat", type=int, default=15, help="timed requests per page")
+    parser.add_argument("--bot", action="store_true",
+                        help="also measure the bot's answers/s without and with the dashboard")
+    parser.add_argument("--chats", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--pairs", type=int, default=3, help="without/with measurements")
+    parser.add_argument("--poll-s", type=float, default=0.5,
+                        help="pause between the poller's loops over three pages")
+    parser.add_argument("--passages", type=int, default=1000,
+                        help="passages of the temporary index when none is configured")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         db_path = Path(tmp) / "bench.sqlite3"
@@ -225,6 +356,8 @@ def main() -> None:
     for label, timings in results:
         p90 = sorted(timings)[max(0, int(0.9 * len(timings)) - 1)]
         print(f"{label:<40} {statistics.median(timings):>10.1f} {p90:>8.1f}")
+    if args.bot:
+        asyncio.run(bench_bot(args))
 
 
 if __name__ == "__main__":

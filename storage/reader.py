@@ -20,7 +20,7 @@ import re
 import sqlite3
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -285,24 +285,38 @@ class DecisionReader:
                 floors[r["lang"]] = r["floor"]
         return dict(scores), floors
 
-    async def stage_timings(self) -> dict[str, list[float]]:
+    async def stage_timings(self, after_id: int = 0,
+                            up_to_id: int | None = None) -> dict[str, list[float]]:
         """Milliseconds of every traced stage by stage name (in first-seen order), plus
-        ``pipeline_total`` (the trace's total), ``stt_total`` and ``reply``."""
+        ``pipeline_total`` (the trace's total), ``stt_total`` and ``reply``, over the decisions
+        with ``after_id`` < id <= ``up_to_id`` (None: no upper bound)."""
+        bound, params = ("AND d.id <= ?", (after_id, up_to_id)) if up_to_id is not None \
+            else ("", (after_id,))
         timings: dict[str, list[float]] = defaultdict(list)
         rows = await self._all(
             "SELECT json_extract(s.value, '$.name') AS name, "
             "json_extract(s.value, '$.elapsed_ms') AS ms FROM decisions d, json_each(d.trace) s "
-            "ORDER BY d.id, s.key", ())
+            f"WHERE d.id > ? {bound} ORDER BY d.id, s.key", params)
         for r in rows:
             if r["ms"] is not None:
                 timings[r["name"]].append(float(r["ms"]))
         for name, column in (("pipeline_total", "total_ms"), ("stt_total", "stt_ms"),
                              ("reply", "reply_ms")):
             rows = await self._all(
-                f"SELECT {column} FROM decisions WHERE {column} IS NOT NULL ORDER BY id", ())
+                f"SELECT {column} FROM decisions d WHERE {column} IS NOT NULL AND d.id > ? "
+                f"{bound} ORDER BY id", params)
             if rows:
                 timings[name] = [float(r[0]) for r in rows]
         return dict(timings)
+
+    async def settled_id(self, age_s: float) -> int:
+        """The highest decision id recorded at least ``age_s`` seconds ago (0 when none): rows
+        that old no longer change (``add_stages`` and ``set_reply_ms`` follow the reply within
+        seconds), so their timings can be kept instead of read again."""
+        cutoff = (datetime.now(UTC) - timedelta(seconds=age_s)).isoformat(
+            timespec="milliseconds")
+        rows = await self._all("SELECT MAX(id) FROM decisions WHERE created_at < ?", (cutoff,))
+        return rows[0][0] or 0
 
     async def speech_failures(self, limit: int | None = None) -> list[SpeechFailure]:
         """Failed speech-to-text and text-to-speech stages, newest first."""
@@ -311,7 +325,9 @@ class DecisionReader:
             f"SELECT d.id, d.created_at, {self.channel_sql} AS channel, d.reason, "
             "json_extract(s.value, '$.name') AS stage, json_extract(s.value, '$.detail') AS "
             "detail, json_extract(s.value, '$.elapsed_ms') AS ms FROM decisions d, "
-            f"json_each(d.trace) s WHERE json_extract(s.value, '$.name') IN ({names}) AND "
+            # a plain text match first (a superset) spares parsing every trace
+            "json_each(d.trace) s WHERE (d.trace LIKE '%\"error\"%' OR d.trace LIKE "
+            f"'%\"failed\"%') AND json_extract(s.value, '$.name') IN ({names}) AND "
             "json_extract(s.value, '$.decision') IN ('error', 'failed') ORDER BY d.id DESC"
             + ("" if limit is None else f" LIMIT {int(limit)}"), ())
         return [_speech_failure(r) for r in rows]

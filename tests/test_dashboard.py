@@ -27,7 +27,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bot.cli import main as bot_main
 from bot.dashboard import DashboardConfigError, DashboardSettings, create_app
-from rag.types import Result, Status
+from bot.dashboard.timings import SETTLE_S, StageTimings
+from rag.types import Result, Status, Trace
 from standins.voice_notes import tools_available
 from storage.db import Database
 from storage.errors import DatabaseOpenError
@@ -159,8 +160,8 @@ async def test_refusals_scores_and_latency_pages_render(bot_db):
         scores = await (await http.get("/scores")).text()
         latency = await (await http.get("/latency")).text()
     today = datetime.now(UTC).date().isoformat()
-    assert f"<b>{today}</b><br><span class=\"muted\">3 in all</span>" in refusals
-    assert "below_floor" in refusals
+    assert f"<b>{today}</b><br><span class=\"muted\">6 in all</span>" in refusals
+    assert re.search(r"<td>below_floor</td><td>en</td><td class=\"num\">3</td>", refusals)
     assert scores.count("<svg") == 4  # en, hi, gu, te: each with its floor drawn
     assert scores.count("floor 0.250</text>") == 4
     assert "<td>relevance_guard</td>" in latency and "<td>pipeline_total</td>" in latency
@@ -173,18 +174,23 @@ async def test_csv_export_lists_refused_questions_with_best_passage_and_score(bo
         body = await response.text()
     assert response.headers["Content-Disposition"].startswith("attachment")
     rows = list(csv.DictReader(io.StringIO(body)))
-    assert [r["channel"] for r in rows] == ["whatsapp", "console", "telegram"]
+    assert [(r["channel"], r["reason"]) for r in rows] == [
+        ("whatsapp", "injection"), ("whatsapp", "below_floor"), ("console", "below_floor"),
+        ("telegram", "unsupported_language"), ("telegram", "too_short"),
+        ("telegram", "below_floor")]
     for row in rows:
-        assert row["question"] == PM and row["reason"] == "below_floor"
-        assert re.fullmatch(r"en-\d+-\d+", row["best_passage_id"])
-        assert 0 < float(row["best_score"]) < float(row["floor"]) == 0.25
+        if row["reason"] == "below_floor":  # retrieval ran: its best passage and score
+            assert row["question"] == PM and re.fullmatch(r"en-\d+-\d+", row["best_passage_id"])
+            assert 0 < float(row["best_score"]) < float(row["floor"]) == 0.25
+        else:  # refused by the input guard, before retrieval
+            assert row["best_passage_id"] == row["best_score"] == row["top_score"] == ""
 
 
 async def test_export_fills_the_best_passage_text_from_the_index(bot_db, fake_index_dir):
     async with client(create_app(settings_for(bot_db, index_dir=fake_index_dir))) as http:
         rows = list(csv.DictReader(io.StringIO(await (await http.get(
             "/export/refused.csv")).text())))
-    assert all(len(r["best_passage_text"]) > 20 for r in rows)
+    assert all(len(r["best_passage_text"]) > 20 for r in rows if r["best_passage_id"])
 
 
 @pytest.mark.parametrize(("path", "message"), [
@@ -345,3 +351,27 @@ async def test_settings_from_environment(tmp_path):
         create_app(DashboardSettings(db_path=tmp_path / "x", user="ops"))
     assert not DashboardSettings(host="::").is_loopback and DashboardSettings(host="::1") \
         .is_loopback
+
+
+async def test_stage_timings_keep_settled_decisions_and_read_only_newer_ones(tmp_path):
+    db_path = tmp_path / "timings.sqlite3"
+    trace = Trace()
+    trace.add("search", "5 hits", "", 2.0)
+    async with await Database.open(db_path) as db:
+        for _ in range(3):
+            await db.record_decision(7, None, 7, "text", Result(
+                Status.ANSWERED, "q", "en", answer="a", trace=trace))
+    with sqlite3.connect(db_path) as conn:  # recorded an hour ago: settled
+        conn.execute("UPDATE decisions SET created_at = ?", (
+            (datetime.now(UTC) - timedelta(hours=1)).isoformat(timespec="milliseconds"),))
+    timings = StageTimings()
+    async with await DecisionReader.open(db_path) as reader:
+        assert (await timings.all(reader))["search"] == [2.0] * 3
+        assert await reader.settled_id(SETTLE_S) == 3
+        async with await Database.open(db_path) as db:
+            trace.stages[0] = replace(trace.stages[0], elapsed_ms=9.0)
+            await db.record_decision(7, None, 7, "text", Result(
+                Status.ANSWERED, "q", "en", answer="a", trace=trace))
+        again = await timings.all(reader)
+        assert again["search"] == [2.0, 2.0, 2.0, 9.0] and again["pipeline_total"][-1] == 9.0
+        assert again == await reader.stage_timings()

@@ -42,6 +42,7 @@ from .metrics import render_metrics
 from .query import FILTER_KEYS, STATUSES, BadQuery, decision_filter, positive_int
 from .settings import DashboardSettings
 from .stats import histogram, stage_latencies
+from .timings import StageTimings
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,7 @@ READER = web.AppKey("reader", DecisionReader)
 GUARD = web.AppKey("guard", "AccessGuard")
 PAGES = web.AppKey("pages", jinja2.Environment)
 PASSAGES = web.AppKey("passages", dict)
+TIMINGS = web.AppKey("timings", StageTimings)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -123,6 +125,7 @@ def create_app(settings: DashboardSettings, *, is_exposed: bool | None = None) -
     app[SETTINGS], app[GUARD] = settings, guard
     app[PAGES] = _environment()
     app[PASSAGES] = {}
+    app[TIMINGS] = StageTimings()
     app.on_startup.append(_open_reader)
     app.on_cleanup.append(_close_reader)
     app.on_response_prepare.append(_security_headers)
@@ -192,7 +195,7 @@ async def scores(request: web.Request) -> web.Response:
 async def latency(request: web.Request) -> web.Response:
     _only(request.query, ())
     reader = request.app[READER]
-    stages = stage_latencies(await reader.stage_timings())
+    stages = stage_latencies(await request.app[TIMINGS].all(reader))
     failures = await reader.speech_failures()
     return _render(request, "latency.html", stages=stages, failures=failures[:50],
                    n_failures={s: sum(f.service == s for f in failures) for s in ("stt", "tts")})
@@ -219,7 +222,8 @@ async def export_refused(request: web.Request) -> web.Response:
 
 async def metrics(request: web.Request) -> web.Response:
     _only(request.query, ())
-    body = await render_metrics(request.app[READER])
+    reader = request.app[READER]
+    body = await render_metrics(reader, await request.app[TIMINGS].all(reader))
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 

@@ -8,7 +8,7 @@ from html import escape
 from .stats import Histogram
 
 WIDTH, HEIGHT = 560, 220  # SVG user units; the page scales it to the screen's width
-_LEFT, _RIGHT, _TOP, _BOTTOM = 40, 12, 24, 34
+_LEFT, _RIGHT, _TOP, _BOTTOM = 40, 26, 24, 34
 
 
 def score_histogram_svg(lang: str, hist: Histogram, floor: float | None) -> str:

@@ -47,15 +47,15 @@ class _Snapshot(Collector):
         return iter(self.families)
 
 
-async def render_metrics(reader: DecisionReader) -> bytes:
-    """The exposition text (``prometheus_client.exposition.CONTENT_TYPE_LATEST``)."""
+async def render_metrics(reader: DecisionReader, timings: dict[str, list[float]]) -> bytes:
+    """The exposition text (``prometheus_client.exposition.CONTENT_TYPE_LATEST``);
+    ``timings`` are ``DecisionReader.stage_timings`` over the whole log (milliseconds)."""
     questions = CounterMetricFamily(
         "voice_rag_questions", "Questions decided, by front end, language, status and reason.",
         labels=["channel", "lang", "status", "reason"])
     for c in await reader.question_counts():
         questions.add_metric([c.channel, c.lang, c.status, c.reason], c.n)
 
-    timings = await reader.stage_timings()
     stages = HistogramMetricFamily(
         "voice_rag_stage_duration_seconds", "Time of each traced stage of a question.",
         labels=["stage"])
