@@ -271,6 +271,11 @@ class _Poller:
 
 async def bench_bot(args: argparse.Namespace) -> None:
     """Answers/s of the bot without and with an open, busy dashboard, alternating."""
+    with tempfile.TemporaryDirectory(prefix="voice-rag-bench-dashboard-") as tmp:
+        await _bench_bot_in(args, Path(tmp))
+
+
+async def _bench_bot_in(args: argparse.Namespace, work: Path) -> None:
     import subprocess
     from dataclasses import replace
 
@@ -281,7 +286,6 @@ async def bench_bot(args: argparse.Namespace) -> None:
     from bot.settings import Settings, TelegramSettings
     from standins.telegram import DEFAULT_TOKEN
 
-    work = Path(tempfile.mkdtemp(prefix="voice-rag-bench-dashboard-"))
     pipeline = await asyncio.to_thread(_bot_pipeline, args.passages, work)
     base = Settings.from_env({**os.environ, "VOICE_RAG_INDEX_DIR": str(
         pipeline.settings.index_dir)})
@@ -321,7 +325,7 @@ async def bench_bot(args: argparse.Namespace) -> None:
                 dashboard.terminate()
                 dashboard.wait(10)
     print(f"bot: {args.chats} chats x {args.rounds} rounds per measurement, {args.pairs} pairs "
-          f"alternating; index {pipeline.settings.index_dir.name} ({len(pipeline.index)} "
+          f"alternating; index {pipeline.settings.index_dir} ({len(pipeline.index)} "
           f"passages), load average {os.getloadavg()[0]:.2f}")
     for condition, rates in results.items():
         print(f"  {condition} the dashboard: " + ", ".join(f"{r:.1f}" for r in rates)

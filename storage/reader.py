@@ -26,8 +26,6 @@ from typing import Any
 
 import aiosqlite
 
-from rag.types import ReasonCode
-
 from .db import StoredDecision, _decision_from_row
 from .errors import DatabaseOpenError
 
@@ -412,8 +410,3 @@ def _refused(r: aiosqlite.Row) -> RefusedQuestion:
         r["id"], datetime.fromisoformat(r["created_at"]), r["channel"], r["lang"], r["status"],
         r["reason"], r["query"], r["top_score"], r["floor"], best_id, best_score, r["message"])
 
-
-def known_reason_codes() -> tuple[str, ...]:
-    """Reason codes a decision can carry, plus ``none`` (answered) and ``unknown`` (older
-    rows)."""
-    return (*(c.value for c in ReasonCode), "none", "unknown")

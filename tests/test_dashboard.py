@@ -375,3 +375,17 @@ async def test_stage_timings_keep_settled_decisions_and_read_only_newer_ones(tmp
         again = await timings.all(reader)
         assert again["search"] == [2.0, 2.0, 2.0, 9.0] and again["pipeline_total"][-1] == 9.0
         assert again == await reader.stage_timings()
+
+
+async def test_csv_export_defuses_questions_that_look_like_formulas(tmp_path):
+    db_path = tmp_path / "formula.sqlite3"
+    async with await Database.open(db_path) as db:
+        for query in ('=HYPERLINK("http://evil.example","x")', "+1 555", "what is 2-1"):
+            await db.record_decision(7, None, 7, "text", Result(
+                Status.REFUSED_NO_MATCH, query, "en", top_score=0.1, floor=0.25,
+                message="top 0.100 < floor 0.250 (en)"))
+    async with client(create_app(settings_for(db_path))) as http:
+        rows = list(csv.DictReader(io.StringIO(await (await http.get(
+            "/export/refused.csv")).text())))
+    assert [r["question"] for r in rows] == [
+        "what is 2-1", "'+1 555", "'=HYPERLINK(\"http://evil.example\",\"x\")"]

@@ -212,9 +212,9 @@ async def export_refused(request: web.Request) -> web.Response:
                      "best_passage_text", "detail"])
     for r in rows:
         writer.writerow([r.decision_id, r.created_at.isoformat(), r.channel, r.lang, r.status,
-                         r.reason, r.query, _num(r.top_score), _num(r.floor),
+                         r.reason, _cell(r.query), _num(r.top_score), _num(r.floor),
                          r.best_passage_id or "", _num(r.best_score),
-                         texts.get(r.best_passage_id or "", ""), r.message])
+                         _cell(texts.get(r.best_passage_id or "", "")), _cell(r.message)])
     return web.Response(
         body=out.getvalue().encode("utf-8"), content_type="text/csv", charset="utf-8",
         headers={"Content-Disposition": 'attachment; filename="refused-questions.csv"'})
@@ -327,6 +327,13 @@ def _only(query: Mapping[str, str], allowed: tuple[str, ...]) -> None:
 def _prefix(request: web.Request) -> str:
     """The path the dashboard is mounted at (``/`` standalone, ``/dashboard`` as a sub-app)."""
     return str(request.app.router["questions"].url_for()).rstrip("/") or "/"
+
+
+def _cell(text: str) -> str:
+    """User text for a spreadsheet cell: a leading ``=``, ``+``, ``-``, ``@``, tab or carriage
+    return gets a ``'`` before it, so a question such as ``=HYPERLINK(...)`` is shown, not run
+    as a formula (OWASP's advice on CSV injection)."""
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
 def _num(value: float | None) -> str:
