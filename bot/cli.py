@@ -4,6 +4,7 @@
     python -m bot --console    # the same logic in a terminal, no token needed (bot.console)
     python -m bot --whatsapp   # the WhatsApp Cloud API webhook (bot.whatsapp)
     python -m bot ask "How much does an Xbox 360 cost?" [--lang hi] [--json] [--generative]
+    python -m bot dashboard [--host 127.0.0.1 --port 8081 --db data/bot.sqlite3]  # bot.dashboard
 
 The front ends never import this module or each other: it is the one place that picks them.
 See ``bot.settings`` for every variable. Exit code 2 when the bot cannot start.
@@ -16,6 +17,7 @@ import logging
 import sys
 
 from bot import app, ask, console, whatsapp
+from bot.dashboard import cli as dashboard
 from bot.errors import StartupError
 from bot.settings import Settings
 from bot.startup import check_startup
@@ -45,9 +47,16 @@ def main(argv: list[str] | None = None) -> int:
     ask.add_arguments(sub.add_parser("ask", help="answer one question and exit",
                                      description="Answer one question from the index and exit "
                                      "(0 answered, 1 refused, 2 error)."))
+    dashboard.add_arguments(sub.add_parser(
+        "dashboard", help="serve the operator's dashboard over the decision log (read-only)",
+        description="The operator's web page over the decision log, and /metrics: "
+        "http://127.0.0.1:8081/ by default (see bot.dashboard)."))
     args = parser.parse_args(argv)
     if args.command == "ask":
         return ask.run_ask(args)
+    if args.command == "dashboard":
+        configure_logging()
+        return dashboard.run_dashboard(args)
     # the console is a chat in this terminal: its INFO lines (one per decision) would interleave
     # with the replies; the servers log every event
     quiet = args.console and not args.verbose
