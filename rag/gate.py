@@ -40,8 +40,6 @@ FEATURES = (
     "kind_missing",
     "answer_margin",
     "passage_coverage",
-    "reader_probability",
-    "reader_none",
     "answer_cosine",
 )
 """Signals, in the order of the fitted coefficients; what each earns out of fold is printed by
@@ -64,11 +62,10 @@ class GateFeatures:
     the IDF-weighted share of the question's content words it contains (0-1), whether the
     question asks for a number or a date that the answer lacks (0/1), the probability margin
     over the runner-up candidate, the largest IDF-weighted share of the question's content
-    words found in any retrieved passage (a near-miss asks about a word none of them has), the
-    reader's probability that the answer states it and that no candidate does (rag/reader.py;
-    0 and 1 without a reader), and the cosine between the question's vector and the shown
-    answer text's (embedded as a passage by the same encoder; 0 when there is no answer text;
-    None while not computed, as when the screen decides alone)."""
+    words found in any retrieved passage (a near-miss asks about a word none of them has), and
+    the cosine between the question's vector and the shown answer text's (embedded as a
+    passage by the same encoder; 0 when there is no answer text; None while not computed, as
+    when the screen decides alone)."""
 
     top_score: float
     over_floor: float
@@ -77,8 +74,6 @@ class GateFeatures:
     kind_missing: float
     answer_margin: float
     passage_coverage: float
-    reader_probability: float
-    reader_none: float
     answer_cosine: float | None
 
     def vector(self, names: tuple[str, ...] = FEATURES) -> np.ndarray:
@@ -98,7 +93,7 @@ def gate_features(hits: list[Hit], selection: Selection | None, floor: float,
     (ignored without a selection: the signal is then 0)."""
     top = hits[0].score
     if selection is None:
-        return GateFeatures(top, top - floor, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0)
+        return GateFeatures(top, top - floor, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0)
     best, runner_up = selection.best, selection.runner_up
     named = dict(zip(SELECTION_FEATURES, best.features, strict=True))
     missing = named["asks_number_missing"] or named["asks_date_missing"]
@@ -110,8 +105,6 @@ def gate_features(hits: list[Hit], selection: Selection | None, floor: float,
         kind_missing=float(missing),
         answer_margin=best.probability - (runner_up.probability if runner_up else 0.0),
         passage_coverage=selection.passage_coverage,
-        reader_probability=selection.reader_probability,
-        reader_none=selection.reader_none,
         answer_cosine=answer_cosine,
     )
 

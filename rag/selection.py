@@ -23,14 +23,12 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from rag.errors import ModelFileError
 from rag.fitted import read_model_file
-from rag.reader import TOP_N, Reading
 from rag.text import (
     STOPWORDS,
     content_tokens,
@@ -194,10 +192,6 @@ class Selection:
     partner: Candidate | None = None
     """The second sentence shown with ``best``: the best-scored other sentence of the same passage
     that fits with it in ``MAX_ANSWER_CHARS``, when there is one."""
-    reader_probability: float = 0.0
-    """The reader's probability that ``best`` states the answer (rag/reader.py; 0 unread)."""
-    reader_none: float = 1.0
-    """The reader's probability that none of the candidates it read states it (1 unread)."""
 
     @property
     def detail(self) -> str:
@@ -216,8 +210,6 @@ class Selection:
             f"from {b.source.id}{via}, hit {b.rank + 1}, {shown}, "
             f"p {b.probability:.2f} (asks {self.asked}; idf coverage "
             f"{named['idf_coverage']:.2f}, cosine {named['hit_score']:.3f}){runner}"
-            + (f"; reader p {self.reader_probability:.2f}, none {self.reader_none:.2f}"
-               if self.reader_probability or self.reader_none < 1 else "")
         )
 
 
@@ -353,25 +345,17 @@ class AnswerSelector:
     coef: np.ndarray
     intercept: float
     two_sentences: bool = True
-    combiner: np.ndarray | None = None
-    """float64 (4,): weights of the cheap logit, the reader's logit and its probability, and a
-    bias, re-ranking the ``TOP_N`` best candidates after the reader read them (None: no reader
-    was fitted in; selection is the cheap model's alone)."""
 
     @classmethod
     def load(cls, path: Path = MODEL_PATH) -> AnswerSelector:
         """Raises ModelFileError (missing, unreadable or stale file, named)."""
         data = read_model_file(path, FEATURES, ("mean", "scale", "coef", "intercept"))
-        combiner = data.get("reader_combiner")
-        if combiner is not None and (not isinstance(combiner, list) or len(combiner) != 4):
-            raise ModelFileError(f"model file {path}: reader_combiner is not a list of 4 numbers")
         return cls(
             np.asarray(data["mean"]),
             np.asarray(data["scale"]),
             np.asarray(data["coef"]),
             float(data["intercept"]),
             bool(data.get("two_sentences", True)),
-            None if combiner is None else np.asarray(combiner, dtype=np.float64),
         )
 
     @classmethod
@@ -401,35 +385,13 @@ class AnswerSelector:
         hits: Sequence[Hit],
         in_language: Callable[[Hit], Passage],
         idf: Idf,
-        read: Callable[[str, list[str]], Reading] | None = None,
     ) -> Selection | None:
         """The best candidate of ``hits`` as an answer; None when no hit has text."""
-        return self.choose(query, candidate_features(query, lang, hits, in_language, idf), read)
+        return self.choose(query, candidate_features(query, lang, hits, in_language, idf))
 
-    def choose(self, query: str, candidates: list[Candidate],
-               read: Callable[[str, list[str]], Reading] | None = None) -> Selection | None:
-        """Score ``candidates`` and compose the answer from the best one (None when empty).
-
-        With ``read`` (:meth:`rag.reader.Reader.read`) and a fitted ``combiner``, the cheap
-        model's ``TOP_N`` best are read and re-ranked by the combiner (their ``probability``
-        becomes the combined one), and the selection records the reader's view."""
-        ranked = self.score(candidates)
-        if read is None or self.combiner is None or not ranked:
-            return self.compose(query, ranked)
-        top = ranked[:TOP_N]
-        reading = read(query, [c.text for c in top])
-        cheap = np.log(np.clip([c.probability for c in top], 1e-6, 1 - 1e-6))
-        cheap -= np.log1p(-np.clip([c.probability for c in top], 1e-6, 1 - 1e-6))
-        w = self.combiner
-        z = w[0] * cheap + w[1] * reading.logits + w[2] * reading.probabilities + w[3]
-        combined = 1.0 / (1.0 + np.exp(-z))
-        rescored = sorted(
-            ((replace(c, probability=float(p)), float(r))
-             for c, p, r in zip(top, combined, reading.probabilities, strict=True)),
-            key=lambda cr: (-cr[0].probability, cr[0].rank, cr[0].index))
-        selection = self.compose(query, [c for c, _ in rescored] + ranked[TOP_N:])
-        return replace(selection, reader_probability=rescored[0][1],
-                       reader_none=reading.p_none)
+    def choose(self, query: str, candidates: list[Candidate]) -> Selection | None:
+        """Score ``candidates`` and compose the answer from the best one (None when empty)."""
+        return self.compose(query, self.score(candidates))
 
     def compose(self, query: str, ranked: list[Candidate]) -> Selection | None:
         """The answer from candidates already ranked best first (None when empty): the best one,

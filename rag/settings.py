@@ -73,8 +73,6 @@ class RagSettings:
     # dense: usearch alone; hybrid: BM25 fused with it for the languages rag/fusion.json names
     # (fitted by scripts/fit_fusion.py; dense elsewhere). Issue 21.
     retrieval: str = one_of("hybrid", ("dense", "hybrid"))
-    # The trained reader (rag/reader.py) re-ranks the selector's best candidates (issue 22).
-    use_reader: bool = True
     index_dir: Path = DEFAULT_DATA_DIR / "index"
     corpus_path: Path = DEFAULT_DATA_DIR / "corpus.jsonl"
 

