@@ -144,8 +144,9 @@ def main(argv: list[str] | None = None) -> int:
         current_env = side_env(ROOT, Path(tmp) / "index", own_defaults=False)
         build_index(ROOT, corpus, current_env)
         current = measure(ROOT, texts, current_env)
-    print(f"{len(texts)} questions over {corpus_size} passages of their topics, each side "
-          "with its own index and default encoder")
+    over = "passages of their topics" if args.topic_corpus else "passages (the whole sample)"
+    print(f"{len(texts)} questions over {corpus_size} {over}, each side with its own index and "
+          "default encoder")
     print(f"{len(texts)} questions; answer stage = {' + '.join(ANSWER_STAGES)} (ms, second pass)")
     print(f"{'':<22}{'P50':>8}{'P95':>8}{'answered':>10}  (embed P50, search P50)")
     rows = {f"baseline {args.baseline_ref}": base, "this checkout": current}

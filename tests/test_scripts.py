@@ -36,5 +36,5 @@ def test_answer_stage_benchmark_prints_both_sides_and_their_ratio(tmp_path):
                           timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "baseline b91396e" in proc.stdout and "this checkout" in proc.stdout
-    assert "6 questions over 120 passages of their topics" in proc.stdout
+    assert "6 questions over 120 passages of their topics, each side" in proc.stdout
     assert "this checkout / baseline = " in proc.stdout
