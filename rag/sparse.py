@@ -42,6 +42,9 @@ def passage_terms(text: str, lang: str | None) -> list[str]:
 def _bm25s():
     import bm25s  # imported on first use: ~0.3 s, only where a sparse index is built or read
 
+    # bm25s sets up its own DEBUG-level logger: its "Building index from tokens" line would
+    # interleave with build-index's progress and the console's chat
+    logging.getLogger("bm25s").setLevel(logging.WARNING)
     return bm25s
 
 
