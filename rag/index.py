@@ -211,6 +211,7 @@ def encode_corpus(
                 batch_texts = [texts[i] for i in batch]
                 out[batch] = encoder.encode_passages(batch_texts, batch_size=len(batch))
                 bar.update(len(batch))
+                n_done += len(batch)  # the bar's count stays 0 when it is disabled
             if work_dir is not None:
                 rows = [i for batch in chunk for i in batch]
                 path = Path(work_dir) / f"chunk-{number:05d}.npy"
@@ -220,7 +221,7 @@ def encode_corpus(
             if show_progress and number == todo[0] and len(todo) > 1:
                 bar.write(_reprojection(chunk, lengths, tokens_left, time.perf_counter() - start))
             if on_chunk is not None:
-                on_chunk(int(bar.n), len(texts))
+                on_chunk(n_done, len(texts))
     return out
 
 

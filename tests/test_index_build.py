@@ -74,6 +74,14 @@ def test_build_prints_one_re_estimate_after_its_first_chunk(capsys):
     assert capsys.readouterr().out.count("re-estimate after the first chunk") == 1
 
 
+def test_each_chunk_reports_the_passages_done_so_far_even_without_a_bar(tmp_path):
+    reported: list[tuple[int, int]] = []
+    encode_corpus(RecordingEncoder(), TEXTS, batch_size=4, show_progress=False,
+                  chunk_passages=8, on_chunk=lambda done, total: reported.append((done, total)))
+    assert [done for done, _ in reported] == [8, 16, 24, 32, 40]
+    assert {total for _, total in reported} == {40}
+
+
 def test_stopped_build_resumes_and_encodes_only_the_rest(tmp_path):
     expected = encode_corpus(RecordingEncoder(), TEXTS, show_progress=False)
     stopped = RecordingEncoder(fail_after=25)
