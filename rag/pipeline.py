@@ -289,17 +289,16 @@ class Pipeline:
         return prepared
 
     def search(self, text: str, vector: np.ndarray, lang: str, is_explicit: bool,
-               k: int | None = None, fusion: Fusion | None | bool = True
-               ) -> tuple[list[Hit], float | None]:
+               k: int | None = None) -> tuple[list[Hit], float | None]:
         """The top ``k`` (default ``top_k``) hits for a query, best first, and the cosine of the
         dense ranking's first hit, which the relevance floor compares (None: nothing found).
 
-        Dense (:func:`retrieve`) unless ``self.fusion`` has ``lang`` (or ``fusion`` gives one;
-        None forces dense); then the dense pool of ``pool_factor * k`` is fused with BM25 over
-        the same scope (:func:`fuse`)."""
+        Dense (:func:`retrieve`) unless ``self.fusion`` has ``lang``; then the dense pool of
+        ``pool_factor * k`` is fused with BM25 over the query language's passages
+        (:func:`fuse`)."""
         s = self.settings
         k = s.top_k if k is None else k
-        fusion = self.fusion.get(lang) if fusion is True else fusion
+        fusion = self.fusion.get(lang)
         if fusion is None:
             hits = retrieve(self.index, vector, lang, k, is_explicit=is_explicit,
                             language_bonus=s.language_bonus, pool_factor=s.pool_factor)

@@ -92,8 +92,9 @@ class SparseIndex:
             raise IndexCorruptError(f"BM25 index {folder} is damaged ({type(exc).__name__}: "
                                     f"{exc}): rebuild with `{REBUILD}`") from None
         if n_docs != n_passages or entry.get("n_passages") != n_passages:
-            raise IndexCorruptError(f"BM25 index {folder} holds {n_docs} passages, the dense "
-                                    f"index {n_passages}: rebuild with `{REBUILD}`")
+            raise IndexCorruptError(f"BM25 index {folder} holds {n_docs} passages (meta.json says "
+                                    f"{entry.get('n_passages')}), the dense index {n_passages}: "
+                                    f"rebuild with `{REBUILD}`")
         return cls(retriever, retriever.vocab_dict, n_passages)
 
     def scores(self, terms: list[str]) -> np.ndarray:

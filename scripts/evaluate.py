@@ -31,7 +31,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rag.pipeline import Pipeline  # noqa: E402
-from rag.retrieval import retrieve  # noqa: E402
 from rag.settings import SHARED_SAMPLE, RagSettings  # noqa: E402
 from rag.types import LANGUAGES  # noqa: E402
 
@@ -78,22 +77,14 @@ def load_cases(data_dir: Path, n_not_in_corpus: int, seed: int = 0) -> list[Case
 
 
 def retrieval_metrics(pipeline: Pipeline, cases: list[Case]) -> dict[str, dict]:
-    """HitRate@10 and MRR@10 per language (auto-detected language, +bonus pool)."""
-    s = pipeline.settings
+    """HitRate@10 and MRR@10 per language, retrieved as the pipeline retrieves (auto-detected
+    language, +bonus pool; hybrid where ``rag/fusion.json`` says)."""
     sums: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
     for case in cases:
         if case.category != "answerable":
             continue
         vector = pipeline.encode_query(case.text)
-        hits = retrieve(
-            pipeline.index,
-            vector,
-            case.lang,
-            K,
-            is_explicit=False,
-            language_bonus=s.language_bonus,
-            pool_factor=s.pool_factor,
-        )
+        hits, _ = pipeline.search(case.text, vector, case.lang, is_explicit=False, k=K)
         ids = [h.passage.id for h in hits]
         rank = next((i + 1 for i, pid in enumerate(ids) if pid in case.gold_ids), None)
         row = sums[case.lang]

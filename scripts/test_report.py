@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -165,8 +166,7 @@ def main(argv: list[str] | None = None) -> int:
             if not (index_dir / "meta.json").is_file():
                 build_index(base_dir, corpus, env)
             results[f"baseline {args.baseline_ref}"] = table(rows, ask_all(base_dir, env, texts))
-        results["this checkout"] = table(rows, ask_all(ROOT, dict(__import__("os").environ),
-                                                       texts))
+        results["this checkout"] = table(rows, ask_all(ROOT, dict(os.environ), texts))
     print(f"{len(rows)} questions from {', '.join(p.name for p in args.questions)}"
           + ("" if args.no_offcorpus else " + off-corpus"))
     for name, result in results.items():
