@@ -15,7 +15,9 @@ top cosine cleared the Hindi floor for 18.6 % when the whole question went throu
 ``indic_transliteration``'s ITRANS scheme ("कित्नि", "चलोरिए": informal spelling is not ITRANS),
 64.3 % / 49.0 % for the Latin text as typed, 86.2 % / 64.8 % searching the English passages
 and showing their Hindi siblings, and **86.7 % / 76.7 %** with this lexicon (one-off probe,
-hybrid retrieval, the language given as Hindi).
+hybrid retrieval, the language given as Hindi; in-sample: the lexicon and the markers were
+written from these questions' words). On the test set's 185 Latin-script rewrites the markers
+recognise 176 as Hindi, and none of its 370 English questions.
 """
 
 from __future__ import annotations
