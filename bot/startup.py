@@ -79,8 +79,8 @@ def _build_index(settings: Settings) -> None:
     index), without its progress output."""
     from rag.corpus import read_passages
     from rag.encoders import load_encoder
-    from rag.index import build_index
     from ragtools.build import ensure_encoder_files, resolve_corpus
+    from ragtools.index_build import build_index
 
     corpus = resolve_corpus(settings.rag)
     log.warning("startup building index dir=%s corpus=%s (minutes on 2 cores)",

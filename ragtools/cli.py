@@ -24,10 +24,11 @@ from pathlib import Path
 from rag.corpus import read_passages
 from rag.encoders import load_encoder
 from rag.errors import RagError
-from rag.index import CHUNK_PASSAGES, SearchParams, build_index, measure_rate
+from rag.index import SearchParams
 from rag.model_files import default_model_dir, default_onnx_dir
 from rag.settings import RagSettings
 from ragtools.build import ensure_encoder_files, resolve_corpus
+from ragtools.index_build import CHUNK_PASSAGES, build_index, measure_rate
 from ragtools.offline_e5 import build_offline_model, ensure_offline_model
 from ragtools.onnx_export import export_onnx_isolated
 

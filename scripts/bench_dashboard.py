@@ -223,10 +223,10 @@ def _bot_pipeline(n_passages: int, work: Path):
     ``n_passages`` passages of the shared sample."""
     from rag.corpus import read_passages
     from rag.encoders import load_encoder
-    from rag.index import build_index
     from rag.pipeline import Pipeline
     from rag.settings import SHARED_SAMPLE, RagSettings
     from ragtools.build import ensure_encoder_files
+    from ragtools.index_build import build_index
 
     settings = RagSettings.from_env()
     if not (settings.index_dir / "meta.json").is_file():

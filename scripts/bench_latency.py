@@ -44,10 +44,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rag.index import PassageIndex, SearchParams, build_index  # noqa: E402
+from rag.index import PassageIndex, SearchParams  # noqa: E402
 from rag.settings import SHARED_SAMPLE, RagSettings  # noqa: E402
 from rag.types import Passage  # noqa: E402
 from ragtools.build import ensure_encoder_files  # noqa: E402
+from ragtools.index_build import build_index  # noqa: E402
 
 STAGES = (
     "input_guard",

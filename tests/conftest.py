@@ -26,11 +26,12 @@ import pytest
 from rag.corpus import corpus_hash, read_passages
 from rag.encoders import load_encoder
 from rag.gate import AnswerabilityGate
-from rag.index import INDEX_VERSION, PassageIndex, build_index
+from rag.index import INDEX_VERSION, PassageIndex
 from rag.pipeline import Pipeline
 from rag.retrieval import load_fusion
 from rag.settings import RagSettings
 from ragtools.build import ensure_encoder_files
+from ragtools.index_build import build_index
 from standins.openai import OpenAIStandin
 from standins.sarvam import SarvamStandin
 from standins.telegram import FakeTelegram

@@ -216,7 +216,8 @@ async def test_unusable_database_path_exits_2_with_one_line(tmp_path, sample_ind
 
 async def test_truncated_index_file_stops_start_up_with_one_line_and_exit_2(
         tmp_path, sample_passages, encoder):
-    from rag.index import SearchParams, build_index
+    from rag.index import SearchParams
+    from ragtools.index_build import build_index
 
     index_dir = tmp_path / "index"
     build_index(sample_passages[:40], encoder, index_dir, SearchParams(exact=True),

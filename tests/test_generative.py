@@ -22,11 +22,12 @@ from bot.ask import ask_once
 from clients.openrouter import OpenRouterClient, OpenRouterSettings
 from rag.corpus import read_passages
 from rag.generative import ask_generative, unsupported_facts
-from rag.index import PassageIndex, build_index
+from rag.index import PassageIndex
 from rag.pipeline import Pipeline
 from rag.prompt import MalformedOutputError, filter_citations, parse_generation
 from rag.settings import RagSettings
 from rag.types import Passage, Result, Status
+from ragtools.index_build import build_index
 from standins.openai import OpenAIStandin, Reply
 
 ROOT = Path(__file__).resolve().parents[1]

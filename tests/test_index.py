@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 
 from rag.errors import EncoderMismatchError, IndexNotFoundError
-from rag.index import PassageIndex, SearchParams, build_index
+from rag.index import PassageIndex, SearchParams
 from rag.retrieval import retrieve
+from ragtools.index_build import build_index
 
 QUERY_IDS = {1102432, 233826, 300122, 1090355}  # present in all four languages
 

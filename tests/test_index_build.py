@@ -15,7 +15,8 @@ import pytest
 
 from rag.corpus import write_passages
 from rag.encoders import load_encoder
-from rag.index import WORK_DIR, PassageIndex, _reprojection, _token_batches, encode_corpus
+from rag.index import PassageIndex
+from ragtools.index_build import WORK_DIR, _reprojection, _token_batches, encode_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 
