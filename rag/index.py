@@ -140,7 +140,8 @@ class PassageIndex:
 
     @classmethod
     def load(
-        cls, index_dir: Path, encoder_name: str | None = None, view: bool = True
+        cls, index_dir: Path, encoder_name: str | None = None, view: bool = True,
+        encoder_dim: int | None = None,
     ) -> PassageIndex:
         """Open ``index_dir``; ``view=True`` memory-maps the graphs (~ms, no copy).
 
@@ -148,12 +149,15 @@ class PassageIndex:
         file instead of failing at the first question: ``meta.json`` must parse; each graph must
         be a non-empty, complete usearch file whose dimension, metric and size match
         ``meta.json``; ``passages.jsonl`` must hold as many passages as the graph over all.
+        ``encoder_name`` and ``encoder_dim`` (the query encoder's vector length, e.g. 384),
+        when given, must match ``meta.json``'s ``encoder`` and ``dim``.
 
         Raises:
             IndexNotFoundError: the folder or one of its files is missing.
             IndexCorruptError: a file is empty, truncated, unreadable or disagrees with
                 ``meta.json`` (the message names it and the rebuild command).
-            EncoderMismatchError: ``encoder_name`` differs from the encoder that built the index.
+            EncoderMismatchError: ``encoder_name`` differs from the encoder that built the index,
+                or ``encoder_dim`` from the dimension of its vectors.
         """
         index_dir = Path(index_dir)
         meta_path = index_dir / "meta.json"
@@ -173,6 +177,12 @@ class PassageIndex:
                 f"index at {index_dir} was built with encoder {meta.encoder!r}, loaded with "
                 f"{encoder_name!r}: rebuild it with `python -m ragtools build-index` or set "
                 "VOICE_RAG_ENCODER to the encoder that built it"
+            )
+        if encoder_dim is not None and encoder_dim != meta.dim:
+            raise EncoderMismatchError(
+                f"index at {index_dir} holds vectors of dimension {meta.dim} (meta.json, encoder "
+                f"{meta.encoder!r}), the configured encoder gives {encoder_dim}: "
+                f"{_rebuild(index_dir)}"
             )
         graphs = {}
         for lang in GRAPHS:

@@ -122,12 +122,14 @@ class Pipeline:
         """Load the configured encoder and index.
 
         Raises:
-            EncoderUnavailableError, IndexNotFoundError, EncoderMismatchError, ModelFileError.
+            EncoderUnavailableError, IndexNotFoundError, EncoderMismatchError (another encoder
+            or vector dimension than the index's), ModelFileError.
         """
         encoder = load_encoder(settings.encoder)
         for fitted in (SELECTOR_PATH, GATE_PATH) if settings.use_gate else (SELECTOR_PATH,):
             check_fitted_encoder(fitted, encoder.variant)
-        index = PassageIndex.load(settings.index_dir, encoder_name=encoder.name)
+        index = PassageIndex.load(settings.index_dir, encoder_name=encoder.name,
+                                  encoder_dim=encoder.dim)
         gate = AnswerabilityGate.load() if settings.use_gate else None
         fusion = load_fusion() if settings.retrieval == "hybrid" else None
         pipeline = cls(settings, encoder, index, gate, fusion=fusion)

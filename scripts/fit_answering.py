@@ -431,7 +431,8 @@ def main(argv: list[str] | None = None) -> int:
 
     settings = replace(RagSettings.from_env(), index_dir=args.index, use_gate=False)
     encoder = load_encoder(settings.encoder)
-    index = PassageIndex.load(settings.index_dir, encoder_name=encoder.name)
+    index = PassageIndex.load(settings.index_dir, encoder_name=encoder.name,
+                              encoder_dim=encoder.dim)
     fusion = load_fusion() if settings.retrieval == "hybrid" else None
     pipeline = Pipeline(settings, encoder, index, gate=None, selector=AnswerSelector.neutral(),
                         fusion=fusion)

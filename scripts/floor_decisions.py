@@ -48,7 +48,7 @@ def questions() -> dict[str, list[tuple[str, str]]]:
 def decisions(spec: str, index_dir: Path, asked: list[tuple[str, str]]) -> list[bool]:
     settings = RagSettings()
     encoder = load_encoder(spec)
-    index = PassageIndex.load(index_dir, encoder_name=encoder.name)
+    index = PassageIndex.load(index_dir, encoder_name=encoder.name, encoder_dim=encoder.dim)
     out = []
     for text, _ in asked:
         lang = detect_language(text)

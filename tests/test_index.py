@@ -8,6 +8,7 @@ from rag.errors import EncoderMismatchError, IndexNotFoundError
 from rag.index import PassageIndex, SearchParams
 from rag.retrieval import retrieve
 from ragtools.index_build import build_index
+from tests.fakes import HashingEncoder
 
 QUERY_IDS = {1102432, 233826, 300122, 1090355}  # present in all four languages
 
@@ -113,6 +114,12 @@ def _wrong_dimension(copy):
     graph.save(str(copy / "index-en.usearch"))
 
 
+def _meta_claims_768(copy):
+    """meta.json edited to claim dimension 768 over graphs of the encoder's 384."""
+    meta = json.loads((copy / "meta.json").read_text())
+    (copy / "meta.json").write_text(json.dumps({**meta, "dim": 768}))
+
+
 def _wrong_metric(copy):
     from usearch.index import Index
 
@@ -129,11 +136,12 @@ def _wrong_metric(copy):
     (_truncate("index-all.usearch", 0.7), "index-all.usearch", "truncated or damaged"),
     (_truncate("index-te.usearch", 0.01), "index-te.usearch", "truncated or damaged"),
     (_wrong_dimension, "index-en.usearch", r"dimension \d+, meta.json says \d+"),
+    (_meta_claims_768, "index-en.usearch", r"dimension 384, meta.json says 768"),
     (_wrong_metric, "index-hi.usearch", "metric l2sq, meta.json says cos"),
     (_truncate("meta.json", 0.5), "meta.json", "cannot be read"),
     (_truncate("passages.jsonl", 0.5), "passages.jsonl", "passages"),
-], ids=["empty", "truncated", "nearly-empty", "wrong-dimension", "wrong-metric",
-        "truncated-meta", "truncated-passages"])
+], ids=["empty", "truncated", "nearly-empty", "wrong-dimension", "meta-claims-768",
+        "wrong-metric", "truncated-meta", "truncated-passages"])
 def test_damaged_index_file_is_named_with_the_rebuild_command(small, tmp_path, damage, file,
                                                                says):
     from rag.errors import IndexCorruptError
@@ -145,4 +153,23 @@ def test_damaged_index_file_is_named_with_the_rebuild_command(small, tmp_path, d
     assert str(copy / file) in message
     assert re.search(says, message), message
     assert f"rebuild it with `python -m ragtools --index {copy} build-index`" in message
+    assert "\n" not in message
+
+
+def test_index_of_another_dimension_than_the_encoder_stops_loading_naming_both(
+        small, tmp_path, fake_encoder):
+    """An index built by a 768-dimensional encoder of the same name (meta.json and graphs
+    agree): loading it for the 384-dimensional encoder stops with one line naming both
+    dimensions and the rebuild command, instead of failing every question later."""
+    passages = small[0][:12]
+    index_dir = tmp_path / "index-768"
+    build_index(passages, HashingEncoder(dim=768), index_dir, SearchParams(exact=True),
+                show_progress=False)
+    assert PassageIndex.load(index_dir, encoder_name=fake_encoder.name, encoder_dim=768)
+    with pytest.raises(EncoderMismatchError) as caught:
+        PassageIndex.load(index_dir, encoder_name=fake_encoder.name,
+                          encoder_dim=fake_encoder.dim)
+    message = str(caught.value)
+    assert "dimension 768 (meta.json" in message and "encoder gives 384" in message
+    assert f"rebuild it with `python -m ragtools --index {index_dir} build-index`" in message
     assert "\n" not in message

@@ -6,7 +6,10 @@ import sys
 
 import pytest
 
+from rag.errors import EncoderMismatchError
 from rag.language import detect_language
+from rag.pipeline import Pipeline
+from rag.settings import RagSettings
 from rag.types import Reason, ReasonCode, Status
 
 ROOT_STAGES = ["input_guard", "language", "embed", "search", "relevance_guard"]
@@ -143,3 +146,23 @@ def test_cli_refusal_exits_1_even_when_the_reader_left(settings):
     )
     child.stdout.close()
     assert child.wait(timeout=120) == 1, child.stderr.read().decode()[-2000:]
+
+
+def test_start_up_stops_when_meta_json_claims_another_dimension_than_the_encoder(
+        sample_index_dir, tmp_path):
+    """meta.json claiming 768 with the usual encoder name used to load and then answer every
+    question with an error; now Pipeline.from_settings stops with one line and the fix."""
+    index_dir = tmp_path / "index"
+    index_dir.mkdir()
+    for path in sample_index_dir.iterdir():  # the rest of the index, unchanged
+        if path.name != "meta.json":
+            (index_dir / path.name).symlink_to(path)
+    meta = json.loads((sample_index_dir / "meta.json").read_text())
+    (index_dir / "meta.json").write_text(json.dumps({**meta, "dim": 768}))
+    with pytest.raises(EncoderMismatchError) as caught:
+        Pipeline.from_settings(RagSettings(index_dir=index_dir))
+    message = str(caught.value)
+    assert f"dimension 768 (meta.json, encoder {meta['encoder']!r})" in message
+    assert "the configured encoder gives 384" in message
+    assert f"rebuild it with `python -m ragtools --index {index_dir} build-index`" in message
+    assert "\n" not in message
