@@ -19,6 +19,7 @@ from rag.gate import MODEL_PATH as GATE_PATH
 from rag.gate import AnswerabilityGate, GateFeatures, GateVerdict, gate_features
 from rag.guards import (
     GroundingVerdict,
+    InputVerdict,
     RelevanceVerdict,
     check_grounding,
     check_input,
@@ -85,6 +86,16 @@ class Prepared:
             reason=Reason(code, detail, score=self.relevance.top_score,
                           floor=self.relevance.floor, lang=self.lang),
         )
+
+
+class _Refused(Exception):
+    """A step of :meth:`Pipeline.prepare` refused the question: ``result`` is the refusal
+    :class:`Result` (status, reason with its numbers, trace so far) that prepare returns. Raised
+    after the step's ``trace.timed`` block closes, so the stage keeps its own decision."""
+
+    def __init__(self, result: Result) -> None:
+        super().__init__(result.message)
+        self.result = result
 
 
 class Pipeline:
@@ -196,18 +207,64 @@ class Pipeline:
     def prepare(
         self, query: str, lang: str | None, hint_lang: str | None, trace: Trace
     ) -> Prepared | Result:
-        """Input guard, language, embedding, search and relevance guard.
+        """Input guard, language, embedding, search, relevance guard, answer selection and (when
+        ``self.gate``) the answerability gate, each a step below that records its stage in
+        ``trace`` and returns its value or raises :class:`_Refused`, turned into the result here.
 
         Returns:
             A refusal :class:`Result`, or :class:`Prepared` for an answer stage to finish.
         """
-        s = self.settings
+        try:
+            verdict = self._input_guard(query, trace)
+            text, query_lang, is_explicit = self._language(verdict.text, lang, hint_lang, trace)
+            self._refuse_bad_input(verdict, text, query_lang, trace)
+            vector = self._embed(text, trace)
+            hits, top_dense = self._search_stage(text, vector, query_lang, is_explicit, trace)
+            relevance = self._relevance_guard(top_dense, text, query_lang, trace)
+            prepared = Prepared(text, query_lang, vector, hits, relevance, trace)
+            prepared.selection = self._select_answer(prepared)
+            if self.gate is not None:
+                self._answerability_gate(prepared)
+            return prepared
+        except _Refused as refused:  # the one place a refusal leaves prepare
+            return refused.result
+
+    def _input_guard(self, query: str, trace: Trace) -> InputVerdict:
+        """The input guard's verdict on ``query``; a refusal in it is raised by
+        :meth:`_refuse_bad_input` once the language is known."""
         with trace.timed("input_guard") as stage:
-            verdict = check_input(query, s)
+            verdict = check_input(query, self.settings)
             stage.decision = "passed" if verdict.is_ok else "refused"
             code = verdict.refusal.code.value if verdict.refusal else "ok"
             stage.detail = f"{code}: {verdict.detail}"
-        text = verdict.text
+        return verdict
+
+    @staticmethod
+    def _refuse_bad_input(verdict: InputVerdict, text: str, lang: str, trace: Trace) -> None:
+        """Refuse what the input guard refused, once the language is known (the reply is worded
+        in it).
+
+        Raises:
+            _Refused: ``Status.REFUSED_BAD_INPUT`` with the guard's reason.
+        """
+        if verdict.refusal is not None:
+            raise _Refused(Result(
+                Status.REFUSED_BAD_INPUT,
+                text,
+                lang,
+                message=f"bad input: {verdict.refusal.code} ({verdict.detail})",
+                trace=trace,
+                reason=verdict.refusal,
+            ))
+
+    def _language(self, text: str, lang: str | None, hint_lang: str | None,
+                  trace: Trace) -> tuple[str, str, bool]:
+        """(the text to search, its language, whether the language was given explicitly): Hindi
+        in Latin letters is read in Devanagari and spoken fillers are removed.
+
+        Raises:
+            ValueError: the language is not one of :data:`LANGUAGES`.
+        """
         with trace.timed("language") as stage:
             is_explicit = lang is not None
             if is_explicit:
@@ -227,52 +284,70 @@ class Pipeline:
                 how += f"; fillers removed: {spoken}"
                 text = spoken
             stage.decision, stage.detail = query_lang, how
-        if verdict.refusal is not None:
-            return Result(
-                Status.REFUSED_BAD_INPUT,
-                text,
-                query_lang,
-                message=f"bad input: {verdict.refusal.code} ({verdict.detail})",
-                trace=trace,
-                reason=verdict.refusal,
-            )
+        return text, query_lang, is_explicit
 
+    def _embed(self, text: str, trace: Trace) -> np.ndarray:
+        """The query vector, float32 (dim,), L2-normalised."""
         with trace.timed("embed") as stage:
             vector = self.encode_query(text)
             stage.detail = f"{self.encoder.name}, dim {vector.shape[0]}"
+        return vector
+
+    def _search_stage(self, text: str, vector: np.ndarray, lang: str, is_explicit: bool,
+                      trace: Trace) -> tuple[list[Hit], float | None]:
+        """:meth:`search` recorded as the ``search`` stage."""
         with trace.timed("search") as stage:
-            hits, top_dense = self.search(text, vector, query_lang, is_explicit)
-            fusion = self.fusion.get(query_lang)
+            hits, top_dense = self.search(text, vector, lang, is_explicit)
+            fusion = self.fusion.get(lang)
             stage.decision = f"{len(hits)} hits" + (f", hybrid {fusion.method}" if fusion else "")
             stage.detail = ", ".join(
                 f"{h.passage.id} {h.score:.3f}"
                 + (f" (dense {h.dense_rank or '-'}, bm25 {h.sparse_rank or '-'})" if fusion else "")
                 for h in (hits if fusion else hits[:3]))
+        return hits, top_dense
+
+    def _relevance_guard(self, top_dense: float | None, text: str, lang: str,
+                         trace: Trace) -> RelevanceVerdict:
+        """The floor's verdict on the dense top cosine ``top_dense`` (None: nothing found).
+
+        Raises:
+            _Refused: ``Status.REFUSED_NO_MATCH`` with the score and the floor.
+        """
         with trace.timed("relevance_guard") as stage:
-            relevance = check_relevance(top_dense, query_lang, s)
+            relevance = check_relevance(top_dense, lang, self.settings)
             stage.decision = "passed" if relevance.is_ok else "refused"
             stage.detail = relevance.detail
         if relevance.refusal is not None:
-            return Result(
+            raise _Refused(Result(
                 Status.REFUSED_NO_MATCH,
                 text,
-                query_lang,
+                lang,
                 top_score=relevance.top_score,
                 floor=relevance.floor,
                 message=relevance.detail,
                 trace=trace,
                 reason=relevance.refusal,
-            )
-        prepared = Prepared(text, query_lang, vector, hits, relevance, trace)
-        with trace.timed("select_answer") as stage:
-            prepared.selection = self.selector.select(
-                text, query_lang, hits, partial(self.in_language, lang=query_lang), self.idf
-            )
-            stage.decision = "chosen" if prepared.selection else "none"
-            stage.detail = prepared.selection.detail if prepared.selection else "no text"
-        if self.gate is None:
-            return prepared
-        with trace.timed("answerability_gate") as stage:
+            ))
+        return relevance
+
+    def _select_answer(self, prepared: Prepared) -> Selection | None:
+        """The answer chosen across ``prepared.hits`` (:mod:`rag.selection`), None when no hit
+        has text."""
+        lang = prepared.lang
+        with prepared.trace.timed("select_answer") as stage:
+            selection = self.selector.select(prepared.query, lang, prepared.hits,
+                                             partial(self.in_language, lang=lang), self.idf)
+            stage.decision = "chosen" if selection else "none"
+            stage.detail = selection.detail if selection else "no text"
+        return selection
+
+    def _answerability_gate(self, prepared: Prepared) -> None:
+        """Pass, or refuse a question whose selected answer does not state what was asked.
+
+        Raises:
+            _Refused: ``Status.REFUSED_UNANSWERABLE`` with the gate's probability and threshold.
+        """
+        with prepared.trace.timed("answerability_gate") as stage:
             gate = self.gate_verdict(prepared)
             stage.decision = "passed" if gate.is_answerable else "refused"
             stage.detail = gate.detail
@@ -280,15 +355,14 @@ class Pipeline:
             message = f"not answerable: p {gate.probability:.3f} < {gate.threshold:.3f}"
             if gate.screened:
                 message += " (screen)"
-            return prepared.result(
+            raise _Refused(prepared.result(
                 Status.REFUSED_UNANSWERABLE,
                 message=message,
                 reason=Reason(ReasonCode.NOT_ANSWERABLE, message,
                               score=prepared.relevance.top_score, floor=prepared.relevance.floor,
-                              lang=query_lang, probability=gate.probability,
+                              lang=prepared.lang, probability=gate.probability,
                               threshold=gate.threshold),
-            )
-        return prepared
+            ))
 
     def search(self, text: str, vector: np.ndarray, lang: str, is_explicit: bool,
                k: int | None = None) -> tuple[list[Hit], float | None]:
