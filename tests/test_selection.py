@@ -159,3 +159,62 @@ def test_selection_reads_a_hit_in_the_questions_language(pipeline, sample_passag
     assert selection.best.source.id == "te-233826-0"
     assert selection.best.hit.passage.id == "en-233826-0"
     assert "via sibling of en-233826-0" in selection.detail
+
+
+# ------------------------------------------------------------ pinned scores (issue 23)
+
+PINNED = ROOT / "tests" / "fixtures" / "selection_scores.json"
+"""Questions with fixed hits (passage id, cosine), and what the shipped selector and gate made of
+them when the features were still a positional array (commit ef202ac): every candidate's
+probability, the top three candidates' features, the answer, and the gate's screen and full
+probabilities (answer cosine fixed at 0.9). Written by :func:`pinned_outcome`."""
+
+
+def pinned_outcome(case: dict, by_id: dict, idf: Idf, selector: AnswerSelector,
+                   gate) -> dict:
+    """What ``selector`` and ``gate`` make of one case of :data:`PINNED` (its ``query``, ``lang``,
+    ``hits`` as [passage id, cosine] and ``read``: ``own`` passage or ``sibling`` translation
+    in the question's language where the corpus has it)."""
+    from rag.gate import gate_features
+    from rag.selection import candidate_features
+
+    lang = case["lang"]
+    hits = [Hit(by_id[pid], score, score) for pid, score in case["hits"]]
+
+    def in_language(hit: Hit):
+        if case["read"] == "own":
+            return hit.passage
+        return by_id.get(hit.passage.sibling_id(lang), hit.passage)
+
+    ranked = selector.score(candidate_features(case["query"], lang, hits, in_language, idf))
+    selection = selector.compose(case["query"], ranked)
+    features = gate_features(hits, selection, 0.84, 0.9)
+    screen = gate.screen_decide(features, lang)  # None: not sure enough alone
+    return {
+        "probabilities": [c.probability for c in ranked],
+        "top_features": [[float(x) for x in c.features] for c in ranked[:3]],
+        "answer": selection.text,
+        "screen": None if screen is None else screen.probability,
+        "gate": gate.decide(features, lang).probability,
+    }
+
+
+def test_scores_of_real_candidates_are_those_pinned_before_named_features(sample_passages):
+    from rag.gate import AnswerabilityGate
+
+    data = json.loads(PINNED.read_text(encoding="utf-8"))
+    by_id = {p.id: p for p in sample_passages}
+    idf, selector, gate = Idf(sample_passages), AnswerSelector.load(), AnswerabilityGate.load()
+    for case in data["cases"]:
+        got = pinned_outcome(case, by_id, idf, selector, gate)
+        want = case["expected"]
+        assert got["answer"] == want["answer"], case["query"]
+        # Equal to 1e-12, not bit for bit: IDF weights are summed in the order of a set of
+        # words, which Python's string hashing changes from one process to the next (and BLAS
+        # sums may differ in their last bits between machines).
+        for got_row, want_row in zip(got["top_features"], want["top_features"], strict=True):
+            assert got_row == pytest.approx(want_row, rel=1e-12, abs=1e-15), case["query"]
+        assert got["probabilities"] == pytest.approx(want["probabilities"], rel=1e-12, abs=0)
+        for key in ("screen", "gate"):
+            assert got[key] == (None if want[key] is None
+                                else pytest.approx(want[key], rel=1e-12, abs=0)), key
