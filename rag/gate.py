@@ -27,7 +27,6 @@ import numpy as np
 
 from rag.errors import ModelFileError
 from rag.fitted import REFIT, read_model_file
-from rag.selection import FEATURES as SELECTION_FEATURES
 from rag.selection import Selection
 from rag.types import Hit
 
@@ -96,13 +95,12 @@ def gate_features(hits: list[Hit], selection: Selection | None, floor: float,
     if selection is None:
         return GateFeatures(top, top - floor, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0)
     best, runner_up = selection.best, selection.runner_up
-    named = dict(zip(SELECTION_FEATURES, best.features, strict=True))
-    missing = named["asks_number_missing"] or named["asks_date_missing"]
+    missing = best.features.asks_number_missing or best.features.asks_date_missing
     return GateFeatures(
         top_score=top,
         over_floor=top - floor,
         answer_probability=best.probability,
-        answer_idf_coverage=float(named["idf_coverage"]),
+        answer_idf_coverage=best.features.idf_coverage,
         kind_missing=float(missing),
         answer_margin=best.probability - (runner_up.probability if runner_up else 0.0),
         passage_coverage=selection.passage_coverage,

@@ -25,6 +25,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -49,35 +50,70 @@ MAX_ANSWER_CHARS = 300
 """Longest answer text shown (issue #9: the answer stays an answer, at most two sentences and
 300 characters; the citations carry the rest of the passage)."""
 
-FEATURES = (
-    "hit_score",
-    "hit_gap",
-    "hit_rank",
-    "idf_coverage",
-    "coverage",
-    "passage_idf_coverage",
-    "novel_share",
-    "log_chars",
-    "is_first",
-    "position",
-    "asks_number_has",
-    "asks_number_missing",
-    "asks_date_has",
-    "asks_date_missing",
-    "has_number",
-    "same_language",
-    "window_idf_coverage",
-    "bigram_share",
-    "trigram_dice",
-    "asks_name_has",
-    "next_idf_coverage",
-    "asks_definition_has",
-    "idf_coverage_gap",
-    "window_gap",
-    "trigram_gap",
-)
-"""Candidate signals, in the order of the fitted model's coefficients (scripts/fit_answering.py
-prints what each earns out of fold)."""
+class SelectionFeatures(NamedTuple):
+    """The signals of one candidate sentence, in the order of the fitted model's coefficients
+    (``features`` in ``rag/selector_model.json``; scripts/fit_answering.py prints what each
+    earns out of fold). Shares are 0-1, flags 0.0/1.0; "weighted" shares weight the question's
+    content words by :class:`Idf`."""
+
+    hit_score: float
+    """Cosine of the retrieved passage the sentence stands for ([-1, 1])."""
+    hit_gap: float
+    """Top hit's cosine minus this hit's (>= 0)."""
+    hit_rank: float
+    """The hit's rank, 0-based."""
+    idf_coverage: float
+    """Weighted share of the question's content words in the sentence."""
+    coverage: float
+    """Unweighted share of them (:func:`rag.text.coverage`)."""
+    passage_idf_coverage: float
+    """Weighted share of them in the whole passage read."""
+    novel_share: float
+    """Share of the sentence's distinct content words that are not the question's."""
+    log_chars: float
+    """ln(characters of the sentence + 1)."""
+    is_first: float
+    """1.0 for the passage's first sentence."""
+    position: float
+    """Sentence index / (sentences in the passage - 1): 0 first, 1 last."""
+    asks_number_has: float
+    """The question asks for a number and the sentence has one."""
+    asks_number_missing: float
+    """The question asks for a number and the sentence has none."""
+    asks_date_has: float
+    """The question asks for a date and the sentence has a year, month or season."""
+    asks_date_missing: float
+    """The question asks for a date and the sentence has none."""
+    has_number: float
+    """The sentence has a digit or a number word."""
+    same_language: float
+    """The passage read is in the question's language."""
+    window_idf_coverage: float
+    """Weighted share of the question's content words in this sentence and the one before."""
+    bigram_share: float
+    """Share of the question's content-word bigrams found in the sentence."""
+    trigram_dice: float
+    """Dice coefficient of the character trigrams of the sentence's and question's content words."""
+    asks_name_has: float
+    """The question asks who/where/which and the sentence has a capitalised word not in it."""
+    next_idf_coverage: float
+    """Weighted share of the question's content words in the next sentence (0 for the last)."""
+    asks_definition_has: float
+    """The question asks what something is and the sentence reads as a definition."""
+    idf_coverage_gap: float
+    """``idf_coverage`` minus the best among the question's candidates (<= 0)."""
+    window_gap: float
+    """``window_idf_coverage`` minus the best among the question's candidates (<= 0)."""
+    trigram_gap: float
+    """``trigram_dice`` minus the best among the question's candidates (<= 0)."""
+
+    def vector(self) -> np.ndarray:
+        """The model's input, float64 (len(FEATURES),) in the order of :data:`FEATURES`."""
+        return np.array(self, dtype=np.float64)
+
+
+FEATURES: tuple[str, ...] = SelectionFeatures._fields
+"""The names of :class:`SelectionFeatures`, in the order of the fitted model's coefficients."""
 
 # Question words that ask for a kind of fact, per language (hand-written from the question words
 # of MS MARCO queries, their MSMARCO-XI translations and the development set's questions).
@@ -163,8 +199,9 @@ class Candidate:
     """One sentence (joined with the next when short) of a retrieved passage read in the query's
     language. ``hit`` is the retrieved passage it stands for (its cosine and rank), ``source`` the
     passage the text is taken from (``hit.passage`` or its sibling translation), ``index`` the
-    sentence's position in ``source`` (0-based) of ``n_sentences``; ``features`` float64
-    (len(FEATURES),); ``probability`` the model's belief that it states the answer (0-1)."""
+    sentence's position in ``source`` (0-based) of ``n_sentences``; ``features`` its signals
+    (:class:`SelectionFeatures`); ``probability`` the model's belief that it states the answer
+    (0-1)."""
 
     text: str
     source: Passage
@@ -172,7 +209,7 @@ class Candidate:
     rank: int
     index: int
     n_sentences: int
-    features: np.ndarray
+    features: SelectionFeatures
     probability: float = 0.0
 
 
@@ -202,14 +239,13 @@ class Selection:
             f"; runner-up {self.runner_up.source.id} s{self.runner_up.index + 1} "
             f"p {self.runner_up.probability:.2f}"
         )
-        named = dict(zip(FEATURES, b.features, strict=True))
         shown = f"sentence {b.index + 1}/{b.n_sentences}"
         if self.partner is not None:
             shown += f" + {self.partner.index + 1}/{b.n_sentences}"
         return (
             f"from {b.source.id}{via}, hit {b.rank + 1}, {shown}, "
             f"p {b.probability:.2f} (asks {self.asked}; idf coverage "
-            f"{named['idf_coverage']:.2f}, cosine {named['hit_score']:.3f}){runner}"
+            f"{b.features.idf_coverage:.2f}, cosine {b.features.hit_score:.3f}){runner}"
         )
 
 
@@ -275,7 +311,7 @@ def candidate_features(
     top_score = hits[0].score if hits else 0.0
     stops = STOPWORDS.get(lang, frozenset())
     seen: set[str] = set()
-    rows: list[tuple[str, Passage, Hit, int, int, int, list[float]]] = []
+    rows: list[tuple[str, Passage, Hit, int, int, int, SelectionFeatures]] = []
     for rank, hit in enumerate(hits):
         source = in_language(hit)
         if source.id in seen:
@@ -299,41 +335,49 @@ def candidate_features(
                 w[:1].isupper() and w.lower().strip(".,;:!?()\"'") in novel_set
                 for w in sentence.split()
             )
-            x = [
-                hit.score,
-                top_score - hit.score,
-                rank,
-                _weighted_share(weights, words),
-                coverage(tokens, sentence),
-                passage_share,
-                len(novel_set) / max(len(set(content)), 1),
-                math.log(len(sentence) + 1),
-                i == 0,
-                i / max(len(sentences) - 1, 1),
-                asked == "number" and has_number,
-                asked == "number" and not has_number,
-                asked == "date" and has_date,
-                asked == "date" and not has_date,
-                has_number,
-                source.lang == lang,
-                _weighted_share(weights, words | previous),
-                len(query_bigrams & _bigrams(content)) / max(len(query_bigrams), 1),
-                dice,
-                named,
-                _weighted_share(weights, following),
-                asks_definition and bool(_DEFINITION.search(sentence)),
-            ]
-            rows.append((sentence, source, hit, rank, i, len(sentences), x))
+            features = SelectionFeatures(
+                hit_score=float(hit.score),
+                hit_gap=float(top_score - hit.score),
+                hit_rank=float(rank),
+                idf_coverage=_weighted_share(weights, words),
+                coverage=float(coverage(tokens, sentence)),
+                passage_idf_coverage=passage_share,
+                novel_share=len(novel_set) / max(len(set(content)), 1),
+                log_chars=math.log(len(sentence) + 1),
+                is_first=float(i == 0),
+                position=i / max(len(sentences) - 1, 1),
+                asks_number_has=float(asked == "number" and has_number),
+                asks_number_missing=float(asked == "number" and not has_number),
+                asks_date_has=float(asked == "date" and has_date),
+                asks_date_missing=float(asked == "date" and not has_date),
+                has_number=float(has_number),
+                same_language=float(source.lang == lang),
+                window_idf_coverage=_weighted_share(weights, words | previous),
+                bigram_share=len(query_bigrams & _bigrams(content)) / max(len(query_bigrams), 1),
+                trigram_dice=dice,
+                asks_name_has=float(named),
+                next_idf_coverage=_weighted_share(weights, following),
+                asks_definition_has=float(asks_definition and bool(_DEFINITION.search(sentence))),
+                idf_coverage_gap=0.0,  # the three gaps: set below, once every candidate is known
+                window_gap=0.0,
+                trigram_gap=0.0,
+            )
+            rows.append((sentence, source, hit, rank, i, len(sentences), features))
             previous = words
     if not rows:
         return []
-    raw = np.array([r[6] for r in rows], dtype=np.float64)
     # Per-question relative signals: how far each candidate is behind the best one.
-    relative = [FEATURES.index(n) for n in ("idf_coverage", "window_idf_coverage", "trigram_dice")]
-    gaps = raw[:, relative] - raw[:, relative].max(0)
-    x = np.hstack([raw, gaps])
-    return [Candidate(text, source, hit, rank, i, n, x[j])
-            for j, (text, source, hit, rank, i, n, _) in enumerate(rows)]
+    best_idf = max(r[6].idf_coverage for r in rows)
+    best_window = max(r[6].window_idf_coverage for r in rows)
+    best_dice = max(r[6].trigram_dice for r in rows)
+    return [
+        Candidate(text, source, hit, rank, i, n, f._replace(
+            idf_coverage_gap=f.idf_coverage - best_idf,
+            window_gap=f.window_idf_coverage - best_window,
+            trigram_gap=f.trigram_dice - best_dice,
+        ))
+        for text, source, hit, rank, i, n, f in rows
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -369,7 +413,7 @@ class AnswerSelector:
         """The candidates with ``probability`` set, best first (ties: better rank, earlier)."""
         if not candidates:
             return []
-        x = np.stack([c.features for c in candidates])
+        x = np.stack([c.features.vector() for c in candidates])
         logits = ((x - self.mean) / self.scale) @ self.coef + self.intercept
         probabilities = 1.0 / (1.0 + np.exp(-logits))
         scored = [
@@ -407,8 +451,7 @@ class AnswerSelector:
             if partner is not None:
                 text = answer_text(best, partner)
                 partner = partner if text != best.text else None
-        j = FEATURES.index("passage_idf_coverage")
-        passage_coverage = max(float(c.features[j]) for c in ranked)
+        passage_coverage = max(c.features.passage_idf_coverage for c in ranked)
         return Selection(shorten(text), best, runner_up, asked_kind(query), passage_coverage,
                          partner)
 

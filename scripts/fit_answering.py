@@ -157,7 +157,7 @@ def _fit(x: np.ndarray, y: np.ndarray, c: float = 1.0) -> tuple[StandardScaler, 
 def fit_selector(items: list[Item]) -> AnswerSelector:
     """Selector over the candidates of natural answerable questions with a positive candidate."""
     rows = [it for it in items if it.labels is not None and it.labels.any()]
-    x = np.concatenate([np.stack([c.features for c in it.candidates]) for it in rows])
+    x = np.concatenate([np.stack([c.features.vector() for c in it.candidates]) for it in rows])
     y = np.concatenate([it.labels for it in rows])
     scaler, model = _fit(x, y)
     return AnswerSelector(scaler.mean_, scaler.scale_, model.coef_[0], float(model.intercept_[0]))
