@@ -125,7 +125,7 @@ def _restore_graph(path: Path, meta: IndexMeta, view: bool) -> Index:
 class PassageIndex:
     """A loaded index: per-language usearch graphs memory-mapped, passages in memory.
 
-    Search is thread-safe (usearch reads are); building is not.
+    Search is thread-safe (usearch reads are); :mod:`ragtools.index_build` writes the folder.
     """
 
     def __init__(self, meta: IndexMeta, passages: list[Passage], graphs: dict[str, Index],
