@@ -96,6 +96,7 @@ class Side:
     rates: list[float] = field(default_factory=list)  # answers/s per round
     pushed: dict[tuple[int, int], float] = field(default_factory=dict)  # key -> time.time()
     pid: int | None = None
+    requests: dict[str, int] = field(default_factory=dict)  # Bot API calls during the bursts
 
     @property
     def db_path(self) -> Path:
@@ -132,6 +133,7 @@ async def bot_side(side: Side, index_dir: Path, extra_env: dict[str, str]
 async def burst(tg: FakeTelegram, side: Side, chats: list[int], texts: list[str]) -> None:
     """One question per chat, pushed at once; waits for a reply to each. Records latencies."""
     n_before = len([c for c in tg.calls if c.method == "sendMessage"])
+    n_calls = len(tg.calls)
     start = time.perf_counter()
     keys = {}
     for chat_id, text in zip(chats, texts, strict=True):
@@ -146,6 +148,8 @@ async def burst(tg: FakeTelegram, side: Side, chats: list[int], texts: list[str]
         if key in keys:
             latencies.append((call.at - keys[key]) * 1000)
     side.latencies_ms.append(latencies)
+    for call in tg.calls[n_calls:]:
+        side.requests[call.method] = side.requests.get(call.method, 0) + 1
     side.rates.append(len(latencies) / (max(c.at for c in replies) - start))
 
 
@@ -246,8 +250,10 @@ async def run(args: argparse.Namespace) -> None:
     results = {s.name: summary(s) for s in sides}
     for side in sides:
         p50, p95, worst, rate = results[side.name]
+        n_questions = sum(len(r) for r in side.latencies_ms)
+        calls = ", ".join(f"{m} {n / n_questions:.2f}" for m, n in sorted(side.requests.items()))
         print(f"{side.name}: reply latency P50 {p50:.0f} ms, P95 {p95:.0f} ms, max {worst:.0f} ms, "
-              f"{rate:.1f} answers/s (medians over rounds)")
+              f"{rate:.1f} answers/s (medians over rounds); Bot API calls per question: {calls}")
     if len(sides) == 2:
         a, b = results[sides[0].name], results[sides[1].name]
         print(f"this checkout / baseline = P95 {a[1] / b[1]:.2f}x, answers/s {a[3] / b[3]:.2f}x")
