@@ -211,8 +211,9 @@ async def run(args: argparse.Namespace) -> None:
     extra_env = dict(kv.split("=", 1) for kv in args.env)
     load_before = os.getloadavg()
     async with contextlib.AsyncExitStack() as stack:
-        servers = [await stack.enter_async_context(bot_side(s, index_dir, extra_env))
-                   for s in sides]
+        this_env = extra_env | dict(kv.split("=", 1) for kv in args.this_env)
+        servers = [await stack.enter_async_context(
+            bot_side(s, index_dir, this_env if s is sides[0] else extra_env)) for s in sides]
         for tg in servers:  # warm-up: one question, not one of the burst's
             await tg.push_text(1, WARM_UP)
             await tg.wait_for("sendMessage", timeout=120)
@@ -243,8 +244,9 @@ async def run(args: argparse.Namespace) -> None:
     load_after = os.getloadavg()
     what = (f"'{args.question}'" if args.question else "a near-threshold question (full gate)"
             if args.kind == "near" else "40 different questions")
+    also = f"; this checkout also {args.this_env}" if args.this_env else ""
     print(f"\n{args.n} chats at once x {args.rounds} rounds, {what}; python -m bot on SQLite, "
-          f"{extra_env or 'default settings'}; machine: {os.cpu_count()} cores, load average "
+          f"{extra_env or 'default settings'}{also}; machine: {os.cpu_count()} cores, load average "
           f"{load_before[0]:.2f} before, {load_after[0]:.2f} after "
           f"(1/5/15 min: {' '.join(f'{x:.2f}' for x in load_after)})")
     results = {s.name: summary(s) for s in sides}
@@ -302,6 +304,9 @@ def main() -> None:
     parser.add_argument("--baseline", help="git ref to measure beside this checkout (e.g. main)")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                         help="extra environment for both bots (e.g. BOT_PIPELINE_THREADS=1)")
+    parser.add_argument("--this-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="extra environment for this checkout's bot only (a setting "
+                             "against the baseline side's default, e.g. --baseline HEAD)")
     parser.add_argument("--pause-s", type=float, default=1.0, help="pause before each burst")
     parser.add_argument("--plot", default="", help="PNG of the latency distributions")
     parser.add_argument("--py-spy", metavar="PATH",
