@@ -172,6 +172,9 @@ def breakdown(side: Side) -> dict[str, list[float]]:
             (decided - total_ms / 1e3 - received[key]) * 1e3)
         for stage in json.loads(trace):
             out.setdefault(f"  {stage['name']}", []).append(stage["elapsed_ms"])
+            if stage["name"] == "answerability_gate":  # 1.0: the full gate (answer embedded)
+                out.setdefault("full gate", []).append(
+                    0.0 if "screen alone" in stage["detail"] else 1.0)
         out.setdefault("pipeline (trace total)", []).append(total_ms)
         out.setdefault("reply_ms (send, in the bot)", []).append(reply_ms or 0.0)
     return out
@@ -181,7 +184,14 @@ def print_breakdown(sides: list[Side]) -> None:
     tables = [breakdown(s) for s in sides]
     names = list(dict.fromkeys(k for t in tables for k in t))
     print("where the time goes, ms per question, P50 / P95: " + " | ".join(s.name for s in sides))
+    for side, table in zip(sides, tables, strict=True):
+        full = table.get("full gate", [])
+        print(f"  {side.name}: {len(table.get('pipeline (trace total)', []))} decisions, "
+              f"{sum(full):.0f} of the {len(full)} that met the gate past its screen (answer "
+              "embedded or taken from the cache)")
     for name in names:
+        if name == "full gate":
+            continue
         cells = [f"{pct(t[name], 50):8.1f} / {pct(t[name], 95):8.1f}" if name in t else
                  f"{'-':>19}" for t in tables]
         print(f"  {name:<32} " + " | ".join(cells))
@@ -243,7 +253,7 @@ async def run(args: argparse.Namespace) -> None:
             spy.wait(timeout=60)
     load_after = os.getloadavg()
     what = (f"'{args.question}'" if args.question else "a near-threshold question (full gate)"
-            if args.kind == "near" else "40 different questions")
+            if args.kind == "near" else f"{args.n} different questions")
     also = f"; this checkout also {args.this_env}" if args.this_env else ""
     print(f"\n{args.n} chats at once x {args.rounds} rounds, {what}; python -m bot on SQLite, "
           f"{extra_env or 'default settings'}{also}; machine: {os.cpu_count()} cores, load average "
