@@ -180,6 +180,17 @@ def breakdown(side: Side) -> dict[str, list[float]]:
     return out
 
 
+def decisions(side: Side) -> dict[int, tuple]:
+    """Per chat of the bursts: what was decided and shown (status, answer, citations, message)
+    and every stage's decision and detail (scores, gate signals), without the timings."""
+    with sqlite3.connect(side.db_path) as conn:
+        rows = conn.execute("SELECT chat_id, status, answer, citations, message, trace "
+                            "FROM decisions WHERE chat_id >= 10000").fetchall()
+    return {chat_id: (status, answer, citations, message,
+                      [(st["name"], st["decision"], st["detail"]) for st in json.loads(trace)])
+            for chat_id, status, answer, citations, message, trace in rows}
+
+
 def print_breakdown(sides: list[Side]) -> None:
     tables = [breakdown(s) for s in sides]
     names = list(dict.fromkeys(k for t in tables for k in t))
@@ -269,6 +280,10 @@ async def run(args: argparse.Namespace) -> None:
     if len(sides) == 2:
         a, b = results[sides[0].name], results[sides[1].name]
         print(f"this checkout / baseline = P95 {a[1] / b[1]:.2f}x, answers/s {a[3] / b[3]:.2f}x")
+        this, base = decisions(sides[0]), decisions(sides[1])
+        n_same = sum(this[c] == base.get(c) for c in this)
+        print(f"decisions identical on both sides (status, answer, citations, every stage's "
+              f"decision and detail): {n_same} of {len(this)}")
     print_breakdown(sides)
     print(f"target (issue 24): P95 <= 1600 ms: {results[sides[0].name][1]:.0f} ms")
     if args.plot:

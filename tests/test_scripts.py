@@ -52,5 +52,6 @@ def test_burst_benchmark_runs_the_bot_on_both_sides_and_prints_where_the_time_go
     assert "this checkout: reply latency P50" in proc.stdout
     assert "baseline HEAD: reply latency P50" in proc.stdout
     assert "this checkout / baseline = P95" in proc.stdout
+    assert "every stage's decision and detail): 6 of 6" in proc.stdout
     assert "push to inbox commit" in proc.stdout and "answerability_gate" in proc.stdout
     assert "6 decisions, 6 of the 6 that met the gate past its screen" in proc.stdout
