@@ -38,3 +38,20 @@ def test_answer_stage_benchmark_prints_both_sides_and_their_ratio(tmp_path):
     assert "baseline b91396e" in proc.stdout and "this checkout" in proc.stdout
     assert "6 questions over 120 passages of their topics, each side" in proc.stdout
     assert "this checkout / baseline = " in proc.stdout
+
+
+@pytest.mark.slow
+def test_burst_benchmark_runs_the_bot_on_both_sides_and_prints_where_the_time_goes(
+        sample_index_dir):
+    env = {**os.environ, "VOICE_RAG_INDEX_DIR": str(sample_index_dir)}
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_burst.py"), "--n", "3",
+                           "--rounds", "2", "--baseline", "HEAD", "--pause-s", "0"], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "3 chats at once x 2 rounds, a near-threshold question" in proc.stdout
+    assert "this checkout: reply latency P50" in proc.stdout
+    assert "baseline HEAD: reply latency P50" in proc.stdout
+    assert "this checkout / baseline = P95" in proc.stdout
+    assert "every stage's decision and detail): 6 of 6" in proc.stdout
+    assert "push to inbox commit" in proc.stdout and "answerability_gate" in proc.stdout
+    assert "6 decisions, 6 of the 6 that met the gate past its screen" in proc.stdout
