@@ -2,7 +2,7 @@
 WhatsApp and ``python -m bot ask``).
 
 - ``extractive``: :meth:`rag.pipeline.Pipeline.ask` (the selected sentences of the passages),
-  run in ``executor`` off the event loop.
+  run in ``executor`` off the event loop; generative mode's blocking steps run there too.
 - ``generative``: :func:`rag.generative.ask_generative` with the ``generator`` (a chat model),
   falling back to the extractive answer when the generated one cannot be shown.
 
@@ -32,7 +32,9 @@ class Answerer:
         pipeline: retrieval, guards and extractive answers.
         generator: the chat model of generative mode; None: extractive only.
         max_passages: top retrieved passages put in a generative prompt (at least 1).
-        executor: runs the blocking extractive pipeline; None: the event loop's default.
+        executor: runs the blocking pipeline steps of either mode (the bot passes its
+            ``BOT_PIPELINE_THREADS`` pool, so generative answers share the extractive cap);
+            None: the event loop's default.
     """
 
     def __init__(self, pipeline: Pipeline, generator: Generator | None = None, *,
@@ -53,7 +55,7 @@ class Answerer:
             if self.generator is None:
                 raise ValueError("generative mode needs a generator (a chat model client)")
             return await ask_generative(self.pipeline, self.generator, query, lang, hint_lang,
-                                        max_passages=self.max_passages)
+                                        max_passages=self.max_passages, executor=self.executor)
         if mode != "extractive":
             raise ValueError(f"unknown answer mode {mode!r}: use extractive or generative")
         loop = asyncio.get_running_loop()

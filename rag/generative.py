@@ -31,6 +31,7 @@ import asyncio
 import logging
 import re
 import time
+from concurrent.futures import Executor
 
 import numpy as np
 
@@ -162,7 +163,7 @@ def _ground(pipeline: Pipeline, answer: str, cited: list[Passage],
 
 
 async def _answer(pipeline: Pipeline, generator: Generator, prepared: Prepared,
-                  max_passages: int) -> Result:
+                  max_passages: int, executor: Executor | None) -> Result:
     """Generate, filter citations, ground; raises _Fallback when the answer cannot be shown."""
     trace = prepared.trace
     passages = [h.passage for h in prepared.hits[: max(1, max_passages)]]
@@ -179,8 +180,8 @@ async def _answer(pipeline: Pipeline, generator: Generator, prepared: Prepared,
         raise _Fallback("no_valid_citations", f"cited {generation.citations}, supplied "
                         f"{', '.join(p.id for p in passages)}")
     with trace.timed("grounding_guard") as stage:
-        verdict, scores = await asyncio.to_thread(_ground, pipeline, generation.answer, cited,
-                                                  prepared.vector)
+        verdict, scores = await asyncio.get_running_loop().run_in_executor(
+            executor, _ground, pipeline, generation.answer, cited, prepared.vector)
         novel = unsupported_facts(generation.answer, [p.text for p in cited])
         is_grounded = verdict.is_grounded and not novel
         numbers = f"; facts not in passages: {', '.join(novel)}" if novel else ""
@@ -206,6 +207,7 @@ async def ask_generative(
     hint_lang: str | None = None,
     *,
     max_passages: int = MAX_PASSAGES,
+    executor: Executor | None = None,
 ) -> Result:
     """Answer ``query`` with a generated, cited, grounded answer, else extractively, else refuse.
 
@@ -214,6 +216,9 @@ async def ask_generative(
         generator: the chat model (``clients.openrouter.OpenRouterClient`` in the bot).
         query, lang, hint_lang: as :meth:`Pipeline.ask`.
         max_passages: top retrieved passages put in the prompt (at least 1).
+        executor: runs the blocking pipeline steps (retrieval, grounding, the extractive
+            fallback), as the extractive path does (the bot's ``BOT_PIPELINE_THREADS`` pool);
+            None: the event loop's default executor.
     Returns:
         A :class:`Result`: ``mode="generative"`` when the generated text is shown (its citations
         are the surviving cited passages with their cosine to the query), ``mode="extractive"``
@@ -222,16 +227,18 @@ async def ask_generative(
     """
     trace = Trace()
     start = time.perf_counter()
+    loop = asyncio.get_running_loop()
     try:
-        prepared = await asyncio.to_thread(pipeline.prepare, query, lang, hint_lang, trace)
+        prepared = await loop.run_in_executor(executor, pipeline.prepare, query, lang, hint_lang,
+                                              trace)
         if isinstance(prepared, Result):
             return prepared
         try:
-            result = await _answer(pipeline, generator, prepared, max_passages)
+            result = await _answer(pipeline, generator, prepared, max_passages, executor)
         except _Fallback as fb:
             trace.add("fallback", fb.reason.value, f"answering extractively: {fb.detail}")
             log.warning("generative fallback reason=%s detail=%s", fb.reason, fb.detail)
-            result = await asyncio.to_thread(pipeline.answer_extractive, prepared)
+            result = await loop.run_in_executor(executor, pipeline.answer_extractive, prepared)
             result.fallback = fb.reason
         log.info("generative done status=%s mode=%s n_citations=%d took_ms=%.0f",
                  result.status.value, result.mode, len(result.citations),

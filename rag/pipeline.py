@@ -152,7 +152,7 @@ class Pipeline:
 
     def encode_query(self, text: str) -> np.ndarray:
         """float32 (dim,) L2-normalised query vector, read-only (kept in :attr:`embeddings`)."""
-        return self._embed("query", text, self.encoder.encode_queries)
+        return self._embed_kept("query", text, self.encoder.encode_queries)
 
     def encode_passages(self, texts: list[str]) -> np.ndarray:
         """float32 (len(texts), dim) L2-normalised vectors with the ``passage: `` prefix (e.g. a
@@ -161,10 +161,10 @@ class Pipeline:
         if len(texts) != 1:
             with self._encode_lock:
                 return self.encoder.encode_passages(texts)
-        return self._embed("passage", texts[0], self.encoder.encode_passages)[None, :]
+        return self._embed_kept("passage", texts[0], self.encoder.encode_passages)[None, :]
 
-    def _embed(self, kind: str, text: str,
-               encode: Callable[[list[str]], np.ndarray]) -> np.ndarray:
+    def _embed_kept(self, kind: str, text: str,
+                    encode: Callable[[list[str]], np.ndarray]) -> np.ndarray:
         """``encode([text])[0]``, or the vector kept from the last time ``text`` was embedded as
         ``kind``; copies of a question arriving at once wait for the first one's call."""
         key = (kind, text)
@@ -236,7 +236,7 @@ class Pipeline:
             verdict = self._input_guard(query, trace)
             text, query_lang, is_explicit = self._language(verdict.text, lang, hint_lang, trace)
             self._refuse_bad_input(verdict, text, query_lang, trace)
-            vector = self._embed(text, trace)
+            vector = self._embed_stage(text, trace)
             hits, top_dense = self._search_stage(text, vector, query_lang, is_explicit, trace)
             relevance = self._relevance_guard(top_dense, text, query_lang, trace)
             prepared = Prepared(text, query_lang, vector, hits, relevance, trace)
@@ -304,7 +304,7 @@ class Pipeline:
             stage.decision, stage.detail = query_lang, how
         return text, query_lang, is_explicit
 
-    def _embed(self, text: str, trace: Trace) -> np.ndarray:
+    def _embed_stage(self, text: str, trace: Trace) -> np.ndarray:
         """The query vector, float32 (dim,), L2-normalised."""
         with trace.timed("embed") as stage:
             vector = self.encode_query(text)

@@ -14,12 +14,16 @@ import re
 import select
 import subprocess
 import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from bot.ask import ask_once
 from clients.openrouter import OpenRouterClient, OpenRouterSettings
+from rag.answering import Answerer
 from rag.corpus import read_passages
 from rag.generative import ask_generative, unsupported_facts
 from rag.index import PassageIndex
@@ -480,3 +484,40 @@ def test_unsupported_facts_ignores_citation_marks_and_separators():
     assert unsupported_facts("It costs $1,000 [2] (en-331047-0), ₹200.", sources) == []
     assert unsupported_facts("Released in 2005 for $1000.", sources) == ["2005"]
     assert unsupported_facts("no numbers here", []) == []
+
+
+# ----- the thread cap (issue 23) ---------------------------------------------------------------
+async def test_generative_steps_run_under_the_extractive_thread_cap(small_pipeline, llm, client,
+                                                                    monkeypatch):
+    """Retrieval, grounding and the extractive fallback of generative answers run in the
+    Answerer's executor (the bot's BOT_PIPELINE_THREADS pool), never two at once in a pool of
+    one, as extractive answers do."""
+    running, seen = [0, 0], []  # [now, most at once], (step, thread name)
+
+    def counted(step, fn):
+        def wrapper(*args, **kwargs):
+            running[0] += 1
+            running[1] = max(running[1], running[0])
+            seen.append((step, threading.current_thread().name))
+            try:
+                time.sleep(0.02)  # long enough for concurrent asks to overlap if they could
+                return fn(*args, **kwargs)
+            finally:
+                running[0] -= 1
+        return wrapper
+
+    for step in ("prepare", "ground_generated", "answer_extractive"):
+        monkeypatch.setattr(small_pipeline, step, counted(step, getattr(small_pipeline, step)))
+    for _ in range(2):
+        llm.enqueue(Reply.answer(GROUNDED_EN, ["en-331047-0"]))
+    for _ in range(2):
+        llm.enqueue(Reply.answer("", []))  # empty: falls back to the extractive answer
+    with ThreadPoolExecutor(1, thread_name_prefix="pipeline") as pool:
+        answerer = Answerer(small_pipeline, client, executor=pool)
+        results = await asyncio.gather(*(answerer.ask(XBOX_EN, lang="en", mode="generative")
+                                         for _ in range(4)))
+
+    assert sorted(r.mode for r in results) == ["extractive"] * 2 + ["generative"] * 2
+    assert {step for step, _ in seen} == {"prepare", "ground_generated", "answer_extractive"}
+    assert all(name.startswith("pipeline") for _, name in seen), seen
+    assert running[1] == 1
