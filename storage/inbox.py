@@ -1,7 +1,7 @@
-"""The durable inbox: incoming updates committed to SQLite before they are acknowledged.
+"""The durable inbox: incoming updates committed to the database before they are acknowledged.
 
-Lives in the bot's database file (table ``inbox``, migration ``m002_inbox``) and shares its
-connection and write lock, so an update and the decision it leads to are in one file.
+Lives in the bot's database (table ``inbox``, migration ``m002_inbox``) and shares its
+backend, so an update and the decision it leads to are in one database.
 
     inbox = Inbox(db)
     if await inbox.add(update_id, chat_id, message_id, version, payload_json):
@@ -50,12 +50,12 @@ class Inbox:
         the inbox already holds this ``update_id`` (Telegram redelivered it) or this
         (``chat_id``, ``message_id``, ``version``): it was or is being handled already."""
         async with self.db._transaction() as conn:
-            cursor = await conn.execute(
-                "INSERT OR IGNORE INTO inbox (update_id, chat_id, message_id, version, payload, "
-                "received_at) VALUES (?, ?, ?, ?, ?, ?)",
+            n_rows = await conn.execute(
+                "INSERT INTO inbox (update_id, chat_id, message_id, version, payload, "
+                "received_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 (update_id, chat_id, message_id, version, _storable(payload), _utc_now_iso()),
             )
-            return cursor.rowcount == 1
+            return n_rows == 1
 
     async def mark_sending(self, update_id: int) -> None:
         """Commit that a reply to ``update_id`` is about to be sent (unless already done)."""
@@ -68,18 +68,16 @@ class Inbox:
         """Mark ``update_id`` done with ``outcome`` (a short key=value text) and commit.
         Returns False when it was already done (the first outcome is kept) or is unknown."""
         async with self.db._transaction() as conn:
-            cursor = await conn.execute(
+            n_rows = await conn.execute(
                 "UPDATE inbox SET status = 'done', outcome = ?, done_at = ? "
                 "WHERE update_id = ? AND status != 'done'",
                 (_storable(outcome), _utc_now_iso(), update_id))
-            return cursor.rowcount == 1
+            return n_rows == 1
 
     async def unfinished(self) -> list[InboxItem]:
         """Updates not yet done (``pending`` or ``sending``), oldest first."""
-        async with self.db._conn.execute(
-            "SELECT * FROM inbox WHERE status != 'done' ORDER BY update_id"
-        ) as cursor:
-            rows = await cursor.fetchall()
+        rows = await self.db._fetchall(
+            "SELECT * FROM inbox WHERE status != 'done' ORDER BY update_id", ())
         return [_item_from_row(row) for row in rows]
 
     async def get(self, update_id: int) -> InboxItem | None:
@@ -92,8 +90,9 @@ async def record_sent(db: Database, chat_id: int, message_ids: list[int],
     """Remember that the bot's messages ``message_ids`` in ``chat_id`` carried ``decision_id``."""
     async with db._transaction() as conn:
         await conn.executemany(
-            "INSERT OR REPLACE INTO sent_messages (chat_id, message_id, decision_id) "
-            "VALUES (?, ?, ?)", [(chat_id, m, decision_id) for m in message_ids])
+            "INSERT INTO sent_messages (chat_id, message_id, decision_id) VALUES (?, ?, ?) "
+            "ON CONFLICT (chat_id, message_id) DO UPDATE SET decision_id = excluded.decision_id",
+            [(chat_id, m, decision_id) for m in message_ids])
 
 
 async def decision_of_message(db: Database, chat_id: int,

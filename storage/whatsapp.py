@@ -1,8 +1,8 @@
-"""WhatsApp messages committed to SQLite before the webhook answers 200, so a redelivery, even
+"""WhatsApp messages committed to the database before the webhook answers 200, so a redelivery, even
 after a restart, is answered once, and a message claimed but not finished is replayed.
 
-Lives in the bot's database file (table ``whatsapp_messages``, migration
-``m005_whatsapp_messages``) and shares its connection and write lock.
+Lives in the bot's database (table ``whatsapp_messages``, migration
+``m005_whatsapp_messages``) and shares its backend.
 """
 
 from __future__ import annotations
@@ -25,20 +25,20 @@ class MessageStore:
         """True the first time ``message["id"]`` is seen (now stored with the message's JSON),
         False for a redelivery."""
         async with self.db._transaction() as conn:
-            cursor = await conn.execute(
-                "INSERT OR IGNORE INTO whatsapp_messages (message_id, chat_id, kind, received_at,"
-                " payload) VALUES (?, ?, ?, ?, ?)",
+            n_rows = await conn.execute(
+                "INSERT INTO whatsapp_messages (message_id, chat_id, kind, received_at,"
+                " payload) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 (message["id"], int(message["from"]), str(message.get("type", "unknown")),
                  _utc_now_iso(), json.dumps(message, ensure_ascii=False)))
-            return cursor.rowcount == 1
+            return n_rows == 1
 
     async def pending(self) -> list[dict[str, Any]]:
         """The messages claimed but never finished (a crash or kill while handling them), as
         the webhook carried them, oldest first."""
-        async with self.db._conn.execute(
-                "SELECT payload FROM whatsapp_messages WHERE status = 'pending' "
-                "ORDER BY received_at") as cursor:
-            return [json.loads(row["payload"]) for row in await cursor.fetchall()]
+        rows = await self.db._fetchall(
+            "SELECT payload FROM whatsapp_messages WHERE status = 'pending' "
+            "ORDER BY received_at", ())
+        return [json.loads(row["payload"]) for row in rows]
 
     async def finish(self, message_id: str, decision_id: int | None, outcome: str) -> None:
         async with self.db._transaction() as conn:

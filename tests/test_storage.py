@@ -1,4 +1,9 @@
-"""storage: schema pinned, migrations idempotent, decisions durable and rebuilt exactly."""
+"""storage: schema pinned, migrations idempotent, decisions durable and rebuilt exactly.
+
+Tests taking ``db`` run twice: on SQLite and on PostgreSQL (``db_target`` in tests/conftest.py;
+the PostgreSQL case is ``slow`` and ``postgres``). Those taking ``sqlite_db`` or ``db_path``
+check what only the SQLite file has (PRAGMAs, another process reading the file, old files).
+"""
 
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ from rag.types import (
     Trace,
 )
 from storage import ChatSettings, Database
+from storage.backend import SqliteTx, driver_errors, open_backend
 from storage.errors import DatabaseOpenError, DecisionNotFoundError, StorageError
 from storage.migrations import MIGRATIONS, apply_migrations, m005_whatsapp_messages
 from storage.whatsapp import MessageStore
@@ -153,9 +159,32 @@ def db_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-async def db(db_path: Path):
+async def db(db_target):
+    async with await Database.open(db_target) as database:
+        yield database
+
+
+@pytest.fixture
+async def sqlite_db(db_path: Path):
     async with await Database.open(db_path) as database:
         yield database
+
+
+# PostgreSQL's column types as the SQLite schema declares them (storage.backend.sql_types)
+_PG_TYPES = {"bigint": "INTEGER", "double precision": "REAL", "text": "TEXT"}
+
+
+async def schema_of(db: Database) -> dict[str, dict[str, str]]:
+    """{table: {column: declared type}} of either backend, in SQLite's words."""
+    if db.dialect == "sqlite":
+        return schema(db.path)
+    rows = await db._fetchall(
+        "SELECT table_name, column_name, data_type FROM information_schema.columns "
+        "WHERE table_schema = 'public' ORDER BY table_name, ordinal_position", ())
+    tables: dict[str, dict[str, str]] = {}
+    for table, column, data_type in rows:
+        tables.setdefault(table, {})[column] = _PG_TYPES.get(data_type, data_type)
+    return tables
 
 
 def schema(path: Path) -> dict[str, dict[str, str]]:
@@ -171,8 +200,21 @@ def schema(path: Path) -> dict[str, dict[str, str]]:
         }
 
 
-async def test_schema_matches_pinned_columns(db, db_path):
-    assert schema(db_path) == EXPECTED
+async def test_schema_matches_pinned_columns(db):
+    assert await schema_of(db) == EXPECTED
+
+
+async def test_processes_opening_together_apply_each_migration_once(db_target):
+    if isinstance(db_target, Path):
+        db_target.parent.mkdir(parents=True)
+    dbs = await asyncio.gather(*(Database.open(db_target) for _ in range(4)))
+    try:
+        rows = await dbs[0]._fetchall("SELECT name FROM _migrations ORDER BY name", ())
+        assert [r[0] for r in rows] == [fn.__name__ for fn in MIGRATIONS]
+        assert await schema_of(dbs[0]) == EXPECTED
+    finally:
+        for db in dbs:
+            await db.close()
 
 
 async def test_migrations_are_recorded_once_and_reapplying_is_a_noop(db_path):
@@ -205,7 +247,7 @@ async def test_a_folder_or_an_unmigratable_file_is_a_database_open_error_naming_
     assert err.value.path == clashing and isinstance(err.value.__cause__, sqlite3.Error)
 
 
-async def test_failing_migration_is_rolled_back_and_not_recorded(tmp_path):
+async def test_failing_migration_is_rolled_back_and_not_recorded(db_target):
     async def m001_ok(conn):
         await conn.execute("CREATE TABLE kept (x INTEGER)")
 
@@ -213,17 +255,21 @@ async def test_failing_migration_is_rolled_back_and_not_recorded(tmp_path):
         await conn.execute("CREATE TABLE half_done (x INTEGER)")
         await conn.execute("INSERT INTO no_such_table VALUES (1)")
 
-    path = tmp_path / "m.sqlite3"
-    async with aiosqlite.connect(path, isolation_level=None) as conn:
-        with pytest.raises(sqlite3.OperationalError, match="no_such_table"):
-            await apply_migrations(conn, [m001_ok, m002_breaks])
-    tables = set(schema(path))
-    assert "kept" in tables and "half_done" not in tables
-    with sqlite3.connect(path) as conn:
-        assert [r[0] for r in conn.execute("SELECT name FROM _migrations")] == ["m001_ok"]
+    backend = await open_backend(db_target)
+    try:
+        with pytest.raises(driver_errors(), match="no_such_table"):
+            await apply_migrations(backend, [m001_ok, m002_breaks])
+        assert await backend.fetchone("SELECT * FROM kept") is None  # exists, empty
+        with pytest.raises(driver_errors(), match="half_done"):
+            await backend.fetchone("SELECT * FROM half_done")
+        rows = await backend.fetchall("SELECT name FROM _migrations")
+        assert [r[0] for r in rows] == ["m001_ok"]
+    finally:
+        await backend.close()
 
 
-async def test_open_sets_wal_foreign_keys_and_busy_timeout(db, db_path):
+async def test_open_sets_wal_foreign_keys_and_busy_timeout(sqlite_db, db_path):
+    db = sqlite_db
     async with db._conn.execute("PRAGMA journal_mode") as cur:
         assert (await cur.fetchone())[0] == "wal"
     async with db._conn.execute("PRAGMA foreign_keys") as cur:
@@ -308,14 +354,18 @@ async def test_answered_and_error_decisions_are_not_logged_as_refusals(db):
     assert [r.status for r in refusals] == [Status.REFUSED_UNGROUNDED, Status.REFUSED_BAD_INPUT]
 
 
-async def test_refusal_and_decision_commit_together_or_not_at_all(db, db_path):
+async def test_refusal_and_decision_commit_together_or_not_at_all(db):
     # Make the refusal insert fail from outside: the decision must not be left behind.
-    with sqlite3.connect(db_path) as conn:
-        conn.execute(
-            "CREATE TRIGGER no_refusals BEFORE INSERT ON refusals "
-            "BEGIN SELECT RAISE(ABORT, 'refusals closed'); END"
-        )
-    with pytest.raises(sqlite3.IntegrityError, match="refusals closed"):
+    async with db.backend.transaction() as tx:
+        if db.dialect == "sqlite":
+            await tx.execute("CREATE TRIGGER no_refusals BEFORE INSERT ON refusals "
+                             "BEGIN SELECT RAISE(ABORT, 'refusals closed'); END")
+        else:
+            await tx.execute("CREATE FUNCTION no_refusals() RETURNS trigger LANGUAGE plpgsql AS "
+                             "$$ BEGIN RAISE EXCEPTION 'refusals closed'; END $$")
+            await tx.execute("CREATE TRIGGER no_refusals BEFORE INSERT ON refusals "
+                             "FOR EACH ROW EXECUTE FUNCTION no_refusals()")
+    with pytest.raises(driver_errors(), match="refusals closed"):
         await db.record_decision(5, 10, 20, "text", refused_result())
 
     assert await db.count_decisions() == 0
@@ -364,20 +414,20 @@ async def test_concurrent_records_are_all_committed(db):
     assert len(await db.refusals(limit=100)) == 20
 
 
-async def test_data_survives_close_and_reopen(db_path):
-    async with await Database.open(db_path) as db:
+async def test_data_survives_close_and_reopen(db_target):
+    async with await Database.open(db_target) as db:
         await db.record_decision(8, 1, 9, "voice", refused_result(), transcript="raw")
         await db.set_chat_settings(8, lang="te")
-    async with await Database.open(db_path) as db:
+    async with await Database.open(db_target) as db:
         assert (await db.last_decision(8)).result == refused_result()
         assert len(await db.refusals(chat_id=8)) == 1
         assert (await db.get_chat_settings(8)).lang == "te"
 
 
 async def test_committed_decision_is_visible_to_another_connection_while_writer_open(
-    db, db_path
+    sqlite_db, db_path
 ):
-    decision_id = await db.record_decision(3, 4, 5, "text", refused_result())
+    decision_id = await sqlite_db.record_decision(3, 4, 5, "text", refused_result())
 
     with sqlite3.connect(db_path) as reader:
         row = reader.execute(
@@ -475,7 +525,7 @@ async def test_stages_added_after_the_reply_show_in_the_stored_trace(db):
         await db.add_stages(decision_id + 1, [])
 
 
-async def test_typed_reason_and_fallback_are_stored_and_read_back(db, db_path):
+async def test_typed_reason_and_fallback_are_stored_and_read_back(db):
     refused = refused_result()
     refused_id = await db.record_decision(7, 1, 2, "text", refused)
     answered = answered_result()
@@ -484,9 +534,8 @@ async def test_typed_reason_and_fallback_are_stored_and_read_back(db, db_path):
 
     assert (await db.last_decision(7)).result.reason == refused.reason
     assert (await db.last_decision(8)).result.fallback is FallbackCode.RATE_LIMITED
-    with sqlite3.connect(db_path) as conn:
-        [(code,)] = conn.execute("SELECT code FROM refusals WHERE decision_id = ?",
-                                 (refused_id,)).fetchall()
+    [(code,)] = await db._fetchall("SELECT code FROM refusals WHERE decision_id = ?",
+                                   (refused_id,))
     assert code == "below_floor"
 
 
@@ -513,7 +562,7 @@ async def test_m005_keeps_a_whatsapp_table_the_front_end_created_itself(db_path)
     db_path.parent.mkdir(parents=True)
     async with aiosqlite.connect(db_path, isolation_level=None) as conn:
         await apply_migrations(conn, older)
-        await m005_whatsapp_messages(conn)
+        await m005_whatsapp_messages(SqliteTx(conn))
         await conn.execute("INSERT INTO whatsapp_messages (message_id, chat_id, kind, "
                            "received_at) VALUES ('wamid.1', 919800000001, 'text', 'then')")
     async with await Database.open(db_path) as db:
