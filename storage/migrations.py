@@ -243,3 +243,60 @@ async def m005_whatsapp_messages(conn: Tx) -> None:
         )
         """
     )
+
+
+@migration
+async def m007_shared_state(conn: Tx) -> None:
+    """What replicas must agree on beyond decisions and the inbox (times in Unix seconds):
+
+    - ``rate_events`` (one row per allowed event still in its window) and ``rate_limits`` (when a
+      key was told to wait, when last refused): :mod:`storage.ratelimit`;
+    - ``repeats``: each chat's questions within the repeat window, :mod:`storage.repeats`;
+    - ``voice_cache``: where each spoken reply's audio is, :mod:`storage.voice_index`.
+    """
+    t = sql_types(conn.dialect)
+    await conn.execute(
+        f"""
+        CREATE TABLE rate_events (
+            id {t.id_pk},
+            key TEXT NOT NULL,
+            at_s {t.real} NOT NULL
+        )
+        """
+    )
+    await conn.execute("CREATE INDEX rate_events_key ON rate_events (key, at_s)")
+    await conn.execute("CREATE INDEX rate_events_at ON rate_events (at_s)")
+    await conn.execute(
+        f"""
+        CREATE TABLE rate_limits (
+            key TEXT PRIMARY KEY,
+            told_at_s {t.real} NOT NULL,
+            refused_at_s {t.real} NOT NULL
+        )
+        """
+    )
+    await conn.execute(
+        f"""
+        CREATE TABLE repeats (
+            chat TEXT NOT NULL,
+            question_key TEXT NOT NULL,
+            message_key TEXT,
+            at_s {t.real} NOT NULL,
+            n_repeats {t.integer} NOT NULL DEFAULT 0,
+            PRIMARY KEY (chat, question_key)
+        )
+        """
+    )
+    await conn.execute("CREATE INDEX repeats_at ON repeats (at_s)")
+    await conn.execute(
+        f"""
+        CREATE TABLE voice_cache (
+            key TEXT PRIMARY KEY,
+            location TEXT NOT NULL,
+            duration_s {t.real} NOT NULL,
+            n_bytes {t.integer} NOT NULL,
+            used_at_s {t.real} NOT NULL
+        )
+        """
+    )
+    await conn.execute("CREATE INDEX voice_cache_used ON voice_cache (used_at_s)")

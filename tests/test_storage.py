@@ -108,6 +108,12 @@ EXPECTED = {
         "done_at": "TEXT",
         "payload": "TEXT",
     },
+    "rate_events": {"id": "INTEGER", "key": "TEXT", "at_s": "REAL"},
+    "rate_limits": {"key": "TEXT", "told_at_s": "REAL", "refused_at_s": "REAL"},
+    "repeats": {"chat": "TEXT", "question_key": "TEXT", "message_key": "TEXT", "at_s": "REAL",
+                "n_repeats": "INTEGER"},
+    "voice_cache": {"key": "TEXT", "location": "TEXT", "duration_s": "REAL",
+                    "n_bytes": "INTEGER", "used_at_s": "REAL"},
 }
 
 
