@@ -72,7 +72,7 @@ class Services:
         start = time.perf_counter()
         if pipeline is None:
             pipeline = await asyncio.to_thread(Pipeline.from_settings, settings.rag)  # warms up
-        db = await Database.open(settings.bot.db_path)
+        db = await Database.open(settings.bot.database_url or settings.bot.db_path)
         try:
             services = cls(
                 settings=settings,
@@ -94,7 +94,8 @@ class Services:
             raise
         freeze_loaded_objects()
         log.info("services open encoder=%s index=%s db=%s took_ms=%.0f", pipeline.encoder.name,
-                 settings.rag.index_dir, settings.bot.db_path, (time.perf_counter() - start) * 1e3)
+                 settings.rag.index_dir, db.backend.location.display,
+                 (time.perf_counter() - start) * 1e3)
         return services
 
     async def close(self) -> None:
