@@ -214,3 +214,109 @@ async def m005_whatsapp_messages(conn: aiosqlite.Connection) -> None:
         )
         """
     )
+
+
+@migration
+async def m006_channels(conn: aiosqlite.Connection) -> None:
+    """Chats keyed by ``(channel, chat_id)``, and one inbox for every channel.
+
+    ``channel`` names the front end (``telegram``, ``whatsapp``, ``console``, or any later one:
+    free text, so a new channel needs no migration). Existing rows get the channel the dashboard
+    derived for them before: a chat id that sent a WhatsApp message is ``whatsapp``, chat id 0
+    without a message id is ``console``, everything else ``telegram``.
+
+    - ``decisions`` and ``refusals`` gain ``channel``; ``chat_settings`` and ``sent_messages``
+      are rebuilt with the channel in their primary key (create, copy, drop, rename: SQLite
+      cannot alter a primary key).
+    - ``inbox`` (Telegram's updates) and ``whatsapp_messages`` become one ``inbox``: one row
+      per incoming message, unique by (``channel``, ``message_key``), the key being the
+      channel's own text id (Telegram ``<chat_id>/<message_id>/<version>``, WhatsApp the
+      ``wamid``); ``status`` ``pending`` → ``sending`` → ``done`` on every channel.
+    """
+    derived = """CASE
+        WHEN chat_id IN (SELECT chat_id FROM whatsapp_messages) THEN 'whatsapp'
+        WHEN chat_id = 0 AND {no_message} THEN 'console'
+        ELSE 'telegram' END"""
+    await conn.execute("ALTER TABLE decisions ADD COLUMN channel TEXT NOT NULL DEFAULT 'telegram'")
+    await conn.execute("UPDATE decisions SET channel = "
+                       + derived.format(no_message="message_id IS NULL"))
+    await conn.execute("ALTER TABLE refusals ADD COLUMN channel TEXT NOT NULL DEFAULT 'telegram'")
+    await conn.execute("UPDATE refusals SET channel = (SELECT d.channel FROM decisions d "
+                       "WHERE d.id = refusals.decision_id)")
+    await conn.execute("DROP INDEX decisions_chat_id")
+    await conn.execute("DROP INDEX decisions_message")
+    await conn.execute("DROP INDEX refusals_chat_id")
+    await conn.execute("CREATE INDEX decisions_chat ON decisions (channel, chat_id, id)")
+    await conn.execute("CREATE INDEX decisions_message ON decisions (channel, chat_id, message_id)")
+    await conn.execute("CREATE INDEX refusals_chat ON refusals (channel, chat_id, id)")
+
+    await conn.execute(
+        """
+        CREATE TABLE chat_settings_new (
+            channel TEXT NOT NULL,
+            chat_id INTEGER NOT NULL,
+            lang TEXT NOT NULL DEFAULT 'auto' CHECK (lang IN ('auto', 'en', 'hi', 'gu', 'te')),
+            mode TEXT NOT NULL DEFAULT 'extractive' CHECK (mode IN ('extractive', 'generative')),
+            voice TEXT NOT NULL DEFAULT 'auto' CHECK (voice IN ('auto', 'on', 'off')),
+            updated_at TEXT NOT NULL,
+            PRIMARY KEY (channel, chat_id)
+        )
+        """
+    )
+    await conn.execute(
+        "INSERT INTO chat_settings_new (channel, chat_id, lang, mode, voice, updated_at) "
+        "SELECT " + derived.format(no_message="1 = 1")
+        + ", chat_id, lang, mode, voice, updated_at FROM chat_settings")
+    await conn.execute("DROP TABLE chat_settings")
+    await conn.execute("ALTER TABLE chat_settings_new RENAME TO chat_settings")
+
+    await conn.execute(
+        """
+        CREATE TABLE sent_messages_new (
+            channel TEXT NOT NULL,
+            chat_id INTEGER NOT NULL,
+            message_id INTEGER NOT NULL,
+            decision_id INTEGER NOT NULL REFERENCES decisions (id) ON DELETE CASCADE,
+            PRIMARY KEY (channel, chat_id, message_id)
+        )
+        """
+    )
+    await conn.execute(
+        "INSERT INTO sent_messages_new (channel, chat_id, message_id, decision_id) "
+        "SELECT 'telegram', chat_id, message_id, decision_id FROM sent_messages")
+    await conn.execute("DROP TABLE sent_messages")
+    await conn.execute("ALTER TABLE sent_messages_new RENAME TO sent_messages")
+
+    await conn.execute(
+        """
+        CREATE TABLE inbox_new (
+            id INTEGER PRIMARY KEY,
+            channel TEXT NOT NULL,
+            message_key TEXT NOT NULL,
+            chat_id INTEGER,
+            payload TEXT NOT NULL,
+            received_at TEXT NOT NULL,
+            status TEXT NOT NULL DEFAULT 'pending'
+                CHECK (status IN ('pending', 'sending', 'done')),
+            decision_id INTEGER,
+            outcome TEXT,
+            done_at TEXT,
+            UNIQUE (channel, message_key)
+        )
+        """
+    )
+    await conn.execute(
+        "INSERT INTO inbox_new (channel, message_key, chat_id, payload, received_at, status, "
+        "outcome, done_at) SELECT 'telegram', CASE WHEN chat_id IS NULL OR message_id IS NULL "
+        "THEN 'update/' || CAST(update_id AS TEXT) ELSE CAST(chat_id AS TEXT) || '/' || "
+        "CAST(message_id AS TEXT) || '/' || CAST(version AS TEXT) END, chat_id, payload, "
+        "received_at, status, outcome, done_at FROM inbox ORDER BY update_id")
+    await conn.execute(
+        "INSERT INTO inbox_new (channel, message_key, chat_id, payload, received_at, status, "
+        "decision_id, outcome, done_at) SELECT 'whatsapp', message_id, chat_id, payload, "
+        "received_at, status, decision_id, outcome, done_at FROM whatsapp_messages "
+        "ORDER BY received_at")
+    await conn.execute("DROP TABLE inbox")
+    await conn.execute("DROP TABLE whatsapp_messages")
+    await conn.execute("ALTER TABLE inbox_new RENAME TO inbox")
+    await conn.execute("CREATE INDEX inbox_status ON inbox (status, id)")
