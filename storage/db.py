@@ -6,9 +6,14 @@ loses nothing already answered; a refused decision gets its ``refusals`` row in 
 transaction. The SQLite file runs in WAL mode, so readers (``/why``, a script, ``sqlite3``) never
 block the writer.
 
+Every chat is keyed by ``(channel, chat_id)``: ``channel`` names the front end (``telegram``,
+``whatsapp``, ``console``: see :data:`CHANNELS`), so a WhatsApp number and a Telegram chat with
+the same numeric id never share settings, decisions or ``/why``.
+
     async with await Database.open(Path("data/bot.sqlite3")) as db:
-        decision_id = await db.record_decision(chat_id, message_id, user_id, "voice", result)
-        stored = await db.last_decision(chat_id)
+        decision_id = await db.record_decision("telegram", chat_id, message_id, user_id,
+                                               "voice", result)
+        stored = await db.last_decision("telegram", chat_id)
     # or Database.open("postgresql://bot@127.0.0.1/bot"): the same API, rows in PostgreSQL
 """
 
@@ -39,6 +44,9 @@ from .backend import DEFAULT_BUSY_TIMEOUT_MS, Backend, Tx, driver_errors, open_b
 from .errors import DatabaseOpenError, DecisionNotFoundError
 from .migrations import apply_migrations
 
+CHANNELS: tuple[str, ...] = ("telegram", "whatsapp", "console")
+"""The front ends of today. Storage does not check ``channel`` against this list (a new front
+end needs no migration); it must be non-empty."""
 SOURCES: tuple[str, ...] = ("text", "voice", "cli")
 """Where a question came from: a typed message, a voice note, the command line."""
 CHAT_LANGS: tuple[str, ...] = ("auto", *LANGUAGES)
@@ -63,6 +71,7 @@ class StoredDecision:
     """
 
     id: int
+    channel: str
     chat_id: int
     message_id: int | None
     user_id: int | None
@@ -81,6 +90,7 @@ class StoredRefusal:
 
     id: int
     decision_id: int
+    channel: str
     chat_id: int
     created_at: datetime
     status: Status
@@ -92,10 +102,11 @@ class StoredRefusal:
 
 @dataclass(frozen=True, slots=True)
 class ChatSettings:
-    """Per-chat choices. ``lang`` is one of ``CHAT_LANGS``, ``mode`` one of ``MODES``,
-    ``voice`` one of ``VOICE_MODES``; ``updated_at`` is None for a chat that never changed them
-    (the defaults)."""
+    """Per-chat choices of the chat ``(channel, chat_id)``. ``lang`` is one of ``CHAT_LANGS``,
+    ``mode`` one of ``MODES``, ``voice`` one of ``VOICE_MODES``; ``updated_at`` is None for a
+    chat that never changed them (the defaults)."""
 
+    channel: str
     chat_id: int
     lang: str = "auto"
     mode: str = "extractive"
@@ -110,7 +121,7 @@ class Database:
     ``sqlite:///data/bot.sqlite3`` or ``postgresql://user@host/db``); see
     :func:`storage.backend.parse_database_url`. ``backend`` is the open
     :class:`storage.backend.Backend`: the other stores (``storage.inbox``,
-    ``storage.whatsapp``, ``storage.ratelimit``, ...) run their SQL through it. On SQLite writes
+    ``storage.ratelimit``, ``storage.repeats``, ...) run their SQL through it. On SQLite writes
     are serialised by one lock so concurrent handlers never interleave transactions on the
     shared connection; on PostgreSQL each transaction has a pooled connection of its own.
     """
@@ -166,6 +177,7 @@ class Database:
 
     async def record_decision(
         self,
+        channel: str,
         chat_id: int,
         message_id: int | None,
         user_id: int | None,
@@ -177,12 +189,14 @@ class Database:
     ) -> int:
         """Store one question's outcome and commit; returns the decision id.
 
-        ``source`` is one of ``SOURCES``; ``transcript`` the raw speech-to-text output (voice);
+        ``channel`` is the front end (see :data:`CHANNELS`); ``source`` one of ``SOURCES``;
+        ``transcript`` the raw speech-to-text output (voice);
         ``stt_ms``/``reply_ms`` in milliseconds. A refused ``result`` (``status.is_refusal``)
         also gets a ``refusals`` row in the same transaction. Lone surrogates in any text are
         stored as U+FFFD (the replacement character). Raises ValueError on an unknown source or
-        status.
+        status, or an empty channel.
         """
+        _check_channel(channel)
         if source not in SOURCES:
             raise ValueError(f"source {source!r} is not one of {', '.join(SOURCES)}")
         status = Status(result.status)
@@ -202,15 +216,15 @@ class Database:
             row = await conn.fetchone(
                 """
                 INSERT INTO decisions (
-                    chat_id, message_id, user_id, created_at, source, transcript,
+                    channel, chat_id, message_id, user_id, created_at, source, transcript,
                     query, lang, status, mode, answer, answer_lang, message,
                     top_score, floor, is_low_confidence, citations, trace,
                     total_ms, stt_ms, reply_ms, reason, fallback
-                ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 RETURNING id
                 """,
                 (
-                    chat_id, message_id, user_id, created_at, source, transcript,
+                    channel, chat_id, message_id, user_id, created_at, source, transcript,
                     query, lang, status.value, mode, answer,
                     answer_lang, message, result.top_score, result.floor,
                     int(result.is_low_confidence), citations, trace,
@@ -222,12 +236,12 @@ class Database:
                 await conn.execute(
                     """
                     INSERT INTO refusals (
-                        decision_id, chat_id, created_at, status, lang, top_score, floor, reason,
-                        code
-                    ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        decision_id, channel, chat_id, created_at, status, lang, top_score,
+                        floor, reason, code
+                    ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                     (
-                        decision_id, chat_id, created_at, status.value, lang,
+                        decision_id, channel, chat_id, created_at, status.value, lang,
                         result.top_score, result.floor, message, code,
                     ),
                 )
@@ -256,44 +270,58 @@ class Database:
             await conn.execute("UPDATE decisions SET trace = ? WHERE id = ?",
                                (_storable(json.dumps(trace, ensure_ascii=False)), decision_id))
 
-    async def last_decision(self, chat_id: int) -> StoredDecision | None:
+    async def last_decision(self, channel: str, chat_id: int) -> StoredDecision | None:
         """The chat's most recent decision (what ``/why`` explains), or None if it has none."""
         row = await self._fetchone(
-            "SELECT * FROM decisions WHERE chat_id = ? ORDER BY id DESC LIMIT 1", (chat_id,)
+            "SELECT * FROM decisions WHERE channel = ? AND chat_id = ? ORDER BY id DESC LIMIT 1",
+            (channel, chat_id),
         )
         return None if row is None else _decision_from_row(row)
 
-    async def refusals(self, chat_id: int | None = None, limit: int = 50) -> list[StoredRefusal]:
-        """Logged refusals, newest first: of one chat, or of all chats when ``chat_id`` is None.
+    async def refusals(self, channel: str | None = None, chat_id: int | None = None,
+                       limit: int = 50) -> list[StoredRefusal]:
+        """Logged refusals, newest first: of one chat (``channel`` and ``chat_id``), of one
+        channel (``chat_id`` None), or of all (both None).
 
-        ``limit`` caps the rows returned (≥ 1); ValueError otherwise.
+        ``limit`` caps the rows returned (≥ 1); ValueError otherwise, or for a ``chat_id``
+        without its ``channel``.
         """
         if limit < 1:
             raise ValueError(f"limit must be >= 1, got {limit}")
-        where, params = ("WHERE chat_id = ?", (chat_id,)) if chat_id is not None else ("", ())
+        if chat_id is not None and channel is None:
+            raise ValueError("a chat_id needs its channel: chats are keyed by (channel, chat_id)")
+        if chat_id is not None:
+            where, params = "WHERE channel = ? AND chat_id = ?", (channel, chat_id)
+        elif channel is not None:
+            where, params = "WHERE channel = ?", (channel,)
+        else:
+            where, params = "", ()
         rows = await self.backend.fetchall(
             f"SELECT * FROM refusals {where} ORDER BY id DESC LIMIT ?", (*params, limit))
         return [_refusal_from_row(row) for row in rows]
 
-    async def get_chat_settings(self, chat_id: int) -> ChatSettings:
+    async def get_chat_settings(self, channel: str, chat_id: int) -> ChatSettings:
         """The chat's settings; defaults (``auto``, ``extractive``) if it never set any."""
-        row = await self._fetchone("SELECT * FROM chat_settings WHERE chat_id = ?", (chat_id,))
+        row = await self._fetchone(
+            "SELECT * FROM chat_settings WHERE channel = ? AND chat_id = ?", (channel, chat_id))
         if row is None:
-            return ChatSettings(chat_id)
+            return ChatSettings(channel, chat_id)
         return ChatSettings(
-            row["chat_id"], row["lang"], row["mode"], datetime.fromisoformat(row["updated_at"]),
-            row["voice"],
+            row["channel"], row["chat_id"], row["lang"], row["mode"],
+            datetime.fromisoformat(row["updated_at"]), row["voice"],
         )
 
     async def set_chat_settings(
-        self, chat_id: int, lang: str | None = None, mode: str | None = None,
+        self, channel: str, chat_id: int, lang: str | None = None, mode: str | None = None,
         voice: str | None = None,
     ) -> ChatSettings:
         """Change the chat's ``lang``, ``mode`` and/or ``voice`` (None keeps the current value).
 
         Returns the settings now stored. Raises ValueError if ``lang`` is not in ``CHAT_LANGS``,
-        ``mode`` not in ``MODES`` or ``voice`` not in ``VOICE_MODES``; nothing is written then.
+        ``mode`` not in ``MODES`` or ``voice`` not in ``VOICE_MODES``, or ``channel`` is empty;
+        nothing is written then.
         """
+        _check_channel(channel)
         if lang is not None and lang not in CHAT_LANGS:
             raise ValueError(f"language {lang!r} is not one of {', '.join(CHAT_LANGS)}")
         if mode is not None and mode not in MODES:
@@ -303,17 +331,18 @@ class Database:
         async with self._transaction() as conn:
             await conn.execute(
                 """
-                INSERT INTO chat_settings (chat_id, lang, mode, voice, updated_at)
-                VALUES (?, COALESCE(?, 'auto'), COALESCE(?, 'extractive'), COALESCE(?, 'auto'), ?)
-                ON CONFLICT (chat_id) DO UPDATE SET
+                INSERT INTO chat_settings (channel, chat_id, lang, mode, voice, updated_at)
+                VALUES (?, ?, COALESCE(?, 'auto'), COALESCE(?, 'extractive'), COALESCE(?, 'auto'),
+                        ?)
+                ON CONFLICT (channel, chat_id) DO UPDATE SET
                     lang = COALESCE(?, chat_settings.lang),
                     mode = COALESCE(?, chat_settings.mode),
                     voice = COALESCE(?, chat_settings.voice),
                     updated_at = excluded.updated_at
                 """,
-                (chat_id, lang, mode, voice, _utc_now_iso(), lang, mode, voice),
+                (channel, chat_id, lang, mode, voice, _utc_now_iso(), lang, mode, voice),
             )
-        return await self.get_chat_settings(chat_id)
+        return await self.get_chat_settings(channel, chat_id)
 
     async def count_decisions(self) -> int:
         """Number of decisions stored, across all chats."""
@@ -325,6 +354,11 @@ class Database:
 
     async def _fetchall(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
         return await self.backend.fetchall(sql, params)
+
+
+def _check_channel(channel: str) -> None:
+    if not isinstance(channel, str) or not channel:
+        raise ValueError(f"channel must be a non-empty name such as 'telegram', got {channel!r}")
 
 
 def _storable(text: str | None) -> str | None:
@@ -355,6 +389,7 @@ def _decision_from_row(row: aiosqlite.Row) -> StoredDecision:
     )
     return StoredDecision(
         id=row["id"],
+        channel=row["channel"],
         chat_id=row["chat_id"],
         message_id=row["message_id"],
         user_id=row["user_id"],
@@ -372,6 +407,7 @@ def _refusal_from_row(row: aiosqlite.Row) -> StoredRefusal:
     return StoredRefusal(
         id=row["id"],
         decision_id=row["decision_id"],
+        channel=row["channel"],
         chat_id=row["chat_id"],
         created_at=datetime.fromisoformat(row["created_at"]),
         status=Status(row["status"]),

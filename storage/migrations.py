@@ -246,15 +246,128 @@ async def m005_whatsapp_messages(conn: Tx) -> None:
 
 
 @migration
-async def m007_shared_state(conn: Tx) -> None:
-    """What replicas must agree on beyond decisions and the inbox (times in Unix seconds):
+async def m006_channels(conn: Tx) -> None:
+    """Chats keyed by ``(channel, chat_id)``, and one inbox for every channel.
 
+    ``channel`` names the front end (``telegram``, ``whatsapp``, ``console``, or any later one:
+    free text, so a new channel needs no migration). Existing rows get the channel the dashboard
+    derived for them before: a chat id that sent a WhatsApp message is ``whatsapp``, chat id 0
+    without a message id is ``console``, everything else ``telegram``.
+
+    - ``decisions`` and ``refusals`` gain ``channel``; ``chat_settings`` and ``sent_messages``
+      are rebuilt with the channel in their primary key (create, copy, drop, rename: SQLite
+      cannot alter a primary key).
+    - ``inbox`` (Telegram's updates) and ``whatsapp_messages`` become one ``inbox``: one row
+      per incoming message, unique by (``channel``, ``message_key``), the key being the
+      channel's own text id (Telegram ``<chat_id>/<message_id>/<version>``, WhatsApp the
+      ``wamid``); ``status`` ``pending`` → ``sending`` → ``done`` on every channel.
+    """
+    t = sql_types(conn.dialect)
+    derived = """CASE
+        WHEN chat_id IN (SELECT chat_id FROM whatsapp_messages) THEN 'whatsapp'
+        WHEN chat_id = 0 AND {no_message} THEN 'console'
+        ELSE 'telegram' END"""
+    await conn.execute("ALTER TABLE decisions ADD COLUMN channel TEXT NOT NULL DEFAULT 'telegram'")
+    await conn.execute("UPDATE decisions SET channel = "
+                       + derived.format(no_message="message_id IS NULL"))
+    await conn.execute("ALTER TABLE refusals ADD COLUMN channel TEXT NOT NULL DEFAULT 'telegram'")
+    await conn.execute("UPDATE refusals SET channel = (SELECT d.channel FROM decisions d "
+                       "WHERE d.id = refusals.decision_id)")
+    await conn.execute("DROP INDEX decisions_chat_id")
+    await conn.execute("DROP INDEX decisions_message")
+    await conn.execute("DROP INDEX refusals_chat_id")
+    await conn.execute("CREATE INDEX decisions_chat ON decisions (channel, chat_id, id)")
+    await conn.execute("CREATE INDEX decisions_message ON decisions (channel, chat_id, message_id)")
+    await conn.execute("CREATE INDEX refusals_chat ON refusals (channel, chat_id, id)")
+
+    await conn.execute(
+        f"""
+        CREATE TABLE chat_settings_new (
+            channel TEXT NOT NULL,
+            chat_id {t.integer} NOT NULL,
+            lang TEXT NOT NULL DEFAULT 'auto' CHECK (lang IN ('auto', 'en', 'hi', 'gu', 'te')),
+            mode TEXT NOT NULL DEFAULT 'extractive' CHECK (mode IN ('extractive', 'generative')),
+            voice TEXT NOT NULL DEFAULT 'auto' CHECK (voice IN ('auto', 'on', 'off')),
+            updated_at TEXT NOT NULL,
+            PRIMARY KEY (channel, chat_id)
+        )
+        """
+    )
+    await conn.execute(
+        "INSERT INTO chat_settings_new (channel, chat_id, lang, mode, voice, updated_at) "
+        "SELECT " + derived.format(no_message="1 = 1")
+        + ", chat_id, lang, mode, voice, updated_at FROM chat_settings")
+    await conn.execute("DROP TABLE chat_settings")
+    await conn.execute("ALTER TABLE chat_settings_new RENAME TO chat_settings")
+
+    await conn.execute(
+        f"""
+        CREATE TABLE sent_messages_new (
+            channel TEXT NOT NULL,
+            chat_id {t.integer} NOT NULL,
+            message_id {t.integer} NOT NULL,
+            decision_id {t.integer} NOT NULL REFERENCES decisions (id) ON DELETE CASCADE,
+            PRIMARY KEY (channel, chat_id, message_id)
+        )
+        """
+    )
+    await conn.execute(
+        "INSERT INTO sent_messages_new (channel, chat_id, message_id, decision_id) "
+        "SELECT 'telegram', chat_id, message_id, decision_id FROM sent_messages")
+    await conn.execute("DROP TABLE sent_messages")
+    await conn.execute("ALTER TABLE sent_messages_new RENAME TO sent_messages")
+
+    await conn.execute(
+        f"""
+        CREATE TABLE inbox_new (
+            id {t.id_pk},
+            channel TEXT NOT NULL,
+            message_key TEXT NOT NULL,
+            chat_id {t.integer},
+            payload TEXT NOT NULL,
+            received_at TEXT NOT NULL,
+            status TEXT NOT NULL DEFAULT 'pending'
+                CHECK (status IN ('pending', 'sending', 'done')),
+            decision_id {t.integer},
+            outcome TEXT,
+            done_at TEXT,
+            UNIQUE (channel, message_key)
+        )
+        """
+    )
+    await conn.execute(
+        "INSERT INTO inbox_new (channel, message_key, chat_id, payload, received_at, status, "
+        "outcome, done_at) SELECT 'telegram', CASE WHEN chat_id IS NULL OR message_id IS NULL "
+        "THEN 'update/' || CAST(update_id AS TEXT) ELSE CAST(chat_id AS TEXT) || '/' || "
+        "CAST(message_id AS TEXT) || '/' || CAST(version AS TEXT) END, chat_id, payload, "
+        "received_at, status, outcome, done_at FROM inbox ORDER BY update_id")
+    await conn.execute(
+        "INSERT INTO inbox_new (channel, message_key, chat_id, payload, received_at, status, "
+        "decision_id, outcome, done_at) SELECT 'whatsapp', message_id, chat_id, payload, "
+        "received_at, status, decision_id, outcome, done_at FROM whatsapp_messages "
+        "ORDER BY received_at")
+    await conn.execute("DROP TABLE inbox")
+    await conn.execute("DROP TABLE whatsapp_messages")
+    await conn.execute("ALTER TABLE inbox_new RENAME TO inbox")
+    await conn.execute("CREATE INDEX inbox_status ON inbox (status, id)")
+
+
+@migration
+async def m007_shared_state(conn: Tx) -> None:
+    """What replicas must agree on beyond decisions and settings (times in Unix seconds):
+
+    - ``inbox.claimed_by`` and ``inbox.lease_until_s``: which replica answers a message, until
+      when (:meth:`storage.inbox.Inbox.take`; NULL: nobody yet, or a single process that never
+      takes leases); ``inbox_chat`` finds a chat's oldest unfinished message;
     - ``rate_events`` (one row per allowed event still in its window) and ``rate_limits`` (when a
       key was told to wait, when last refused): :mod:`storage.ratelimit`;
     - ``repeats``: each chat's questions within the repeat window, :mod:`storage.repeats`;
     - ``voice_cache``: where each spoken reply's audio is, :mod:`storage.voice_index`.
     """
     t = sql_types(conn.dialect)
+    await conn.execute("ALTER TABLE inbox ADD COLUMN claimed_by TEXT")
+    await conn.execute(f"ALTER TABLE inbox ADD COLUMN lease_until_s {t.real}")
+    await conn.execute("CREATE INDEX inbox_chat ON inbox (channel, chat_id, status, id)")
     await conn.execute(
         f"""
         CREATE TABLE rate_events (

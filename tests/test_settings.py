@@ -122,7 +122,7 @@ async def test_services_open_the_database_that_bot_database_url_names(tmp_path, 
         telegram=TelegramSettings(), bot=settings.bot), fake_pipeline)
     try:
         assert services.db.dialect == "postgresql"
-        assert (await services.db.set_chat_settings(5, lang="hi")).lang == "hi"
+        assert (await services.db.set_chat_settings("telegram", 5, lang="hi")).lang == "hi"
     finally:
         await services.close()
     assert not (tmp_path / "unused.sqlite3").exists()
