@@ -14,6 +14,14 @@ is named by ``(channel, message_key)``: the channel's own id as text (Telegram
 way (after a crash it is *not* sent again: it almost always arrived); ``done``: handled,
 ``outcome`` says how.
 
+Replicas sharing one database (PostgreSQL) also agree on who answers what, with leases: a
+replica *takes* a message (``claimed_by``, ``lease_until_s``, migration ``m007_shared_state``)
+before answering it and renews the lease while it works; a replica killed mid-answer leaves a
+lease that expires, and then any replica may take the message over (:meth:`Inbox.takeable`).
+:meth:`Inbox.take_next_in_chat` keeps each chat in order: it hands out a chat's oldest
+unfinished message, and nothing of that chat while another replica holds a live lease on an
+earlier one. Lease times are Unix seconds (wall clock; replicas' clocks must agree, NTP).
+
     inbox = Inbox(db)
     if await inbox.claim("whatsapp", wamid, chat_id, payload_json):
         ...                                               # new: handle it
@@ -25,7 +33,8 @@ way (after a crash it is *not* sent again: it almost always arrived); ``done``: 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from .db import Database, StoredDecision, _decision_from_row, _storable, _utc_now_iso
@@ -38,7 +47,8 @@ STATUSES: tuple[str, ...] = ("pending", "sending", "done")
 class InboxItem:
     """One stored message: ``payload`` is its JSON as the channel sent it; ``received_at`` is
     timezone-aware UTC; ``status`` one of ``STATUSES``; ``decision_id`` the decision it led to
-    (None until done, or when it led to none)."""
+    (None until done, or when it led to none); ``claimed_by`` the replica that last took it and
+    ``lease_until_s`` until when (Unix seconds), None when never taken."""
 
     channel: str
     message_key: str
@@ -48,6 +58,8 @@ class InboxItem:
     status: str
     outcome: str | None
     decision_id: int | None
+    claimed_by: str | None = None
+    lease_until_s: float | None = None
 
 
 class Inbox:
@@ -67,14 +79,98 @@ class Inbox:
                 (channel, message_key, chat_id, _storable(payload), _utc_now_iso()))
             return n_rows == 1
 
-    async def mark_sending(self, channel: str, message_key: str) -> bool:
+    async def mark_sending(self, channel: str, message_key: str,
+                           holder: str | None = None) -> bool:
         """Commit that a reply to the message is about to be sent; True when it was
-        ``pending`` (False: already ``sending`` or ``done``, or unknown)."""
+        ``pending`` (False: already ``sending`` or ``done``, or unknown). With ``holder``, also
+        False unless ``holder`` still has the message (its lease was not taken over): a replica
+        that lost its lease must not send."""
+        sql = ("UPDATE inbox SET status = 'sending' WHERE channel = ? AND message_key = ? "
+               "AND status = 'pending'")
+        params: tuple = (channel, message_key)
+        if holder is not None:
+            sql, params = sql + " AND claimed_by = ?", (*params, holder)
+        async with self.db._transaction() as conn:
+            n_rows = await conn.execute(sql, params)
+            return n_rows == 1
+
+    async def take(self, channel: str, message_key: str, holder: str, lease_s: float,
+                   now_s: float | None = None) -> bool:
+        """Take the message for ``holder`` (a replica's name) until ``now_s + lease_s``.
+
+        True when it is ``pending`` and nobody else holds a live lease on it (never taken,
+        lease expired, or already ``holder``'s: then the lease is renewed); False when it is
+        ``sending``/``done``, unknown, or another replica's lease runs past ``now_s``. One
+        UPDATE: of replicas taking one message at once, exactly one gets True.
+        """
+        now_s = time.time() if now_s is None else now_s
         async with self.db._transaction() as conn:
             n_rows = await conn.execute(
-                "UPDATE inbox SET status = 'sending' WHERE channel = ? AND message_key = ? "
-                "AND status = 'pending'", (channel, message_key))
+                "UPDATE inbox SET claimed_by = ?, lease_until_s = ? WHERE channel = ? AND "
+                "message_key = ? AND status = 'pending' AND (claimed_by IS NULL OR "
+                "claimed_by = ? OR lease_until_s <= ?)",
+                (holder, now_s + lease_s, channel, message_key, holder, now_s))
             return n_rows == 1
+
+    async def renew(self, channel: str, message_key: str, holder: str, lease_s: float,
+                    now_s: float | None = None) -> bool:
+        """Extend ``holder``'s lease to ``now_s + lease_s`` while it works on the message;
+        False when the message is done or another replica took it over (stop: it answers)."""
+        now_s = time.time() if now_s is None else now_s
+        async with self.db._transaction() as conn:
+            n_rows = await conn.execute(
+                "UPDATE inbox SET lease_until_s = ? WHERE channel = ? AND message_key = ? AND "
+                "claimed_by = ? AND status <> 'done'",
+                (now_s + lease_s, channel, message_key, holder))
+            return n_rows == 1
+
+    async def release(self, channel: str, message_key: str, holder: str) -> bool:
+        """Give a still ``pending`` message back unanswered (e.g. on shutdown), so another
+        replica may take it at once; False when ``holder`` does not have it."""
+        async with self.db._transaction() as conn:
+            n_rows = await conn.execute(
+                "UPDATE inbox SET claimed_by = NULL, lease_until_s = NULL WHERE channel = ? AND "
+                "message_key = ? AND claimed_by = ? AND status = 'pending'",
+                (channel, message_key, holder))
+            return n_rows == 1
+
+    async def takeable(self, now_s: float | None = None, limit: int = 100) -> list[InboxItem]:
+        """``pending`` messages of every channel that nobody holds a live lease on (never
+        taken, or their replica died or stalled past its lease), oldest first, at most
+        ``limit``: what a replica's periodic sweep hands to :meth:`take_next_in_chat` (or
+        :meth:`take`)."""
+        now_s = time.time() if now_s is None else now_s
+        rows = await self.db._fetchall(
+            "SELECT * FROM inbox WHERE status = 'pending' AND (claimed_by IS NULL OR "
+            "lease_until_s <= ?) ORDER BY id LIMIT ?", (now_s, limit))
+        return [_item_from_row(row) for row in rows]
+
+    async def take_next_in_chat(self, channel: str, chat_id: int | None, holder: str,
+                                lease_s: float, now_s: float | None = None) -> InboxItem | None:
+        """Take, for ``holder``, the chat's oldest unfinished message, so one chat's messages
+        are answered one at a time in the order received, whichever replicas receive them.
+
+        Returns it (``claimed_by`` ``holder``) or None: the chat has nothing pending, or an
+        earlier message of it is still held by a live lease (another replica is answering or
+        sending it; that replica takes the next one when done). A ``sending`` message whose
+        lease expired (or that never had one) does not hold the chat up: it is not sent again.
+        Runs under the chat's lock (:meth:`storage.backend.Tx.lock`). Use this or
+        :meth:`take` for a chat's messages, not both: :meth:`take` ignores the order.
+        """
+        now_s = time.time() if now_s is None else now_s
+        async with self.db._transaction() as conn:
+            await conn.lock(f"inbox-chat:{channel}:{chat_id}")
+            row = await conn.fetchone(
+                "SELECT * FROM inbox WHERE channel = ? AND chat_id = ? AND (status = 'pending' "
+                "OR (status = 'sending' AND lease_until_s > ?)) ORDER BY id LIMIT 1",
+                (channel, chat_id, now_s))
+            if row is None or row["status"] != "pending":
+                return None
+            if row["claimed_by"] not in (None, holder) and row["lease_until_s"] > now_s:
+                return None
+            await conn.execute("UPDATE inbox SET claimed_by = ?, lease_until_s = ? WHERE id = ?",
+                               (holder, now_s + lease_s, row["id"]))
+        return replace(_item_from_row(row), claimed_by=holder, lease_until_s=now_s + lease_s)
 
     async def finish(self, channel: str, message_key: str, outcome: str,
                      decision_id: int | None = None) -> bool:
@@ -138,4 +234,5 @@ def _item_from_row(row) -> InboxItem:
         channel=row["channel"], message_key=row["message_key"], chat_id=row["chat_id"],
         payload=row["payload"], received_at=datetime.fromisoformat(row["received_at"]),
         status=row["status"], outcome=row["outcome"], decision_id=row["decision_id"],
+        claimed_by=row["claimed_by"], lease_until_s=row["lease_until_s"],
     )

@@ -1,4 +1,5 @@
-"""storage's shared state for replicas: the rate limit, the repeat window, the voice-note index
+"""storage's shared state for replicas: the rate limit, the repeat window, the voice-note index,
+inbox leases and per-chat order,
 and named locks, each on SQLite and on PostgreSQL (``db_target``), with concurrency checks
 where several ``Database`` instances stand for several replicas."""
 
@@ -11,6 +12,7 @@ import pytest
 
 from storage import Database
 from storage.backend import POSTGRESQL, SQLITE, parse_database_url, to_pyformat
+from storage.inbox import Inbox
 from storage.ratelimit import RATE_ALLOWED, RateDecision, RateLimitStore
 from storage.repeats import RepeatStore, SeenRepeat
 from storage.voice_index import VoiceIndex, voice_key_digest
@@ -186,6 +188,108 @@ async def test_hold_lock_lets_one_holder_at_a_time_per_key(db_target):
         await asyncio.gather(*(hold(pick(i), f"chat{i % 2}", f"chat{i % 2}-{i}")
                                for i in range(6)))
         assert len(log) == 6
+    finally:
+        for r in replicas:
+            await r.close()
+
+
+# --- inbox leases and per-chat order ------------------------------------------------------
+
+async def claim_messages(db: Database, chat_id: int, keys: list[str]) -> None:
+    inbox = Inbox(db)
+    for key in keys:
+        assert await inbox.claim("telegram", key, chat_id, "{}")
+
+
+async def test_a_taken_message_is_taken_over_only_after_its_lease_expires(db):
+    inbox = Inbox(db)
+    await claim_messages(db, 1, ["1/1/0"])
+    assert await inbox.take("telegram", "1/1/0", "replica-a", lease_s=30, now_s=100.0)
+    assert not await inbox.take("telegram", "1/1/0", "replica-b", lease_s=30, now_s=110.0)
+    assert await inbox.takeable(now_s=110.0) == []
+    assert await inbox.renew("telegram", "1/1/0", "replica-a", lease_s=30, now_s=120.0)
+    assert not await inbox.take("telegram", "1/1/0", "replica-b", lease_s=30, now_s=140.0)
+    # replica-a stalls past its lease: b takes over, a may no longer renew or send
+    [stale] = await inbox.takeable(now_s=151.0)
+    assert (stale.message_key, stale.claimed_by) == ("1/1/0", "replica-a")
+    assert await inbox.take("telegram", "1/1/0", "replica-b", lease_s=30, now_s=151.0)
+    assert not await inbox.renew("telegram", "1/1/0", "replica-a", lease_s=30, now_s=152.0)
+    assert not await inbox.mark_sending("telegram", "1/1/0", holder="replica-a")
+    assert await inbox.mark_sending("telegram", "1/1/0", holder="replica-b")
+    assert not await inbox.take("telegram", "1/1/0", "replica-c", lease_s=30, now_s=999.0)
+    assert await inbox.finish("telegram", "1/1/0", "replied", decision_id=None)
+    assert (await inbox.get("telegram", "1/1/0")).claimed_by == "replica-b"
+
+
+async def test_a_released_message_can_be_taken_at_once(db):
+    inbox = Inbox(db)
+    await claim_messages(db, 1, ["1/1/0"])
+    assert await inbox.take("telegram", "1/1/0", "a", lease_s=30, now_s=0.0)
+    assert not await inbox.release("telegram", "1/1/0", "b")
+    assert await inbox.release("telegram", "1/1/0", "a")
+    assert await inbox.take("telegram", "1/1/0", "b", lease_s=30, now_s=1.0)
+
+
+async def test_one_chat_is_handed_out_in_order_one_message_at_a_time(db):
+    inbox = Inbox(db)
+    await claim_messages(db, 7, ["7/1/0", "7/2/0"])
+    await claim_messages(db, 8, ["8/1/0"])
+    first = await inbox.take_next_in_chat("telegram", 7, "a", lease_s=30, now_s=0.0)
+    assert (first.message_key, first.claimed_by) == ("7/1/0", "a")
+    assert await inbox.take_next_in_chat("telegram", 7, "b", lease_s=30, now_s=1.0) is None
+    other = await inbox.take_next_in_chat("telegram", 8, "b", lease_s=30, now_s=1.0)
+    assert other.message_key == "8/1/0"  # another chat is not held up
+    assert await inbox.mark_sending("telegram", "7/1/0", holder="a")
+    assert await inbox.take_next_in_chat("telegram", 7, "b", lease_s=30, now_s=2.0) is None
+    await inbox.finish("telegram", "7/1/0", "replied")
+    second = await inbox.take_next_in_chat("telegram", 7, "b", lease_s=30, now_s=3.0)
+    assert second.message_key == "7/2/0"
+    # b dies with it: after the lease, a takes the chat's message over
+    assert await inbox.take_next_in_chat("telegram", 7, "a", lease_s=30, now_s=20.0) is None
+    again = await inbox.take_next_in_chat("telegram", 7, "a", lease_s=30, now_s=34.0)
+    assert (again.message_key, again.claimed_by) == ("7/2/0", "a")
+
+
+async def test_replicas_taking_one_message_at_once_exactly_one_wins(db_target):
+    replicas = await open_replicas(db_target, 3)
+    try:
+        await claim_messages(replicas[0], 1, [f"1/{i}/0" for i in range(8)])
+        for i in range(8):
+            wins = await asyncio.gather(*(
+                Inbox(r).take("telegram", f"1/{i}/0", f"replica-{n}", lease_s=30, now_s=5.0)
+                for n, r in enumerate(replicas)))
+            assert sum(wins) == 1
+    finally:
+        for r in replicas:
+            await r.close()
+
+
+async def test_replicas_answer_one_chat_in_the_order_received_never_two_at_once(db_target):
+    replicas = await open_replicas(db_target, 3)
+    keys = [f"9/{i}/0" for i in range(12)]
+    answered: list[str] = []
+    busy: list[str] = []
+
+    async def worker(db: Database, name: str) -> None:
+        inbox = Inbox(db)
+        while len(answered) < len(keys):
+            item = await inbox.take_next_in_chat("telegram", 9, name, lease_s=30)
+            if item is None:
+                await asyncio.sleep(0.001)
+                continue
+            busy.append(name)
+            assert len(busy) == 1, busy  # nobody else is answering this chat
+            answered.append(item.message_key)
+            await asyncio.sleep(0.002)
+            busy.remove(name)
+            assert await inbox.mark_sending("telegram", item.message_key, holder=name)
+            assert await inbox.finish("telegram", item.message_key, f"replied by {name}")
+
+    try:
+        await claim_messages(replicas[0], 9, keys)
+        await asyncio.wait_for(asyncio.gather(*(
+            worker(r, f"replica-{n}") for n, r in enumerate(replicas))), timeout=60)
+        assert answered == keys
     finally:
         for r in replicas:
             await r.close()
