@@ -1,7 +1,6 @@
 """storage's shared state for replicas: the rate limit, the repeat window, the voice-note index,
-inbox leases and per-chat order,
-and named locks, each on SQLite and on PostgreSQL (``db_target``), with concurrency checks
-where several ``Database`` instances stand for several replicas."""
+inbox leases, per-chat order and named locks, each on SQLite and on PostgreSQL (``db_target``),
+with concurrency checks where several ``Database`` instances stand for several replicas."""
 
 from __future__ import annotations
 
