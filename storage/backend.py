@@ -426,6 +426,11 @@ class PostgresBackend(Backend):
         seconds) for the first; DatabaseOpenError (the driver's message) when none comes."""
         from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+        # one direct connection first: a refused or misspelt URL fails at once with libpq's
+        # message, where the pool would retry until its timeout and say only that
+        detail = await _pg_connect_error(location.url or "", timeout_s)
+        if detail is not None:
+            raise DatabaseOpenError(location.display, detail)
         pool = AsyncConnectionPool(
             location.url or "", min_size=1, max_size=max_size, open=False, timeout=timeout_s,
             kwargs={"autocommit": True, "row_factory": _pg_row_factory},
@@ -434,8 +439,7 @@ class PostgresBackend(Backend):
             await pool.open(wait=True, timeout=timeout_s)
         except PoolTimeout as exc:
             await pool.close()
-            detail = await _pg_connect_error(location.url or "") or str(exc)
-            raise DatabaseOpenError(location.display, detail) from exc
+            raise DatabaseOpenError(location.display, str(exc)) from exc
         return cls(pool, location)
 
     @asynccontextmanager
@@ -498,13 +502,13 @@ def driver_errors() -> tuple[type[Exception], ...]:
     return (sqlite3.Error,) if psycopg is None else (sqlite3.Error, psycopg.Error)
 
 
-async def _pg_connect_error(url: str) -> str | None:
-    """Why a direct connection to ``url`` fails (the pool only says it timed out)."""
+async def _pg_connect_error(url: str, timeout_s: float) -> str | None:
+    """Why a direct connection to ``url`` fails (libpq's message), or None when it succeeds."""
     import psycopg
 
     try:
-        conn = await psycopg.AsyncConnection.connect(url, connect_timeout=5)
-    except psycopg.Error as exc:
+        conn = await psycopg.AsyncConnection.connect(url, connect_timeout=max(1, int(timeout_s)))
+    except (psycopg.Error, ValueError) as exc:
         return str(exc).strip()
     await conn.close()
     return None

@@ -11,6 +11,7 @@ import pytest
 
 from storage import Database
 from storage.backend import POSTGRESQL, SQLITE, parse_database_url, to_pyformat
+from storage.errors import DatabaseOpenError
 from storage.inbox import Inbox
 from storage.ratelimit import RATE_ALLOWED, RateDecision, RateLimitStore
 from storage.repeats import RepeatStore, SeenRepeat
@@ -292,3 +293,10 @@ async def test_replicas_answer_one_chat_in_the_order_received_never_two_at_once(
     finally:
         for r in replicas:
             await r.close()
+
+
+async def test_an_unreachable_postgresql_server_is_a_database_open_error_without_the_password():
+    with pytest.raises(DatabaseOpenError, match="cannot open the database") as err:
+        await Database.open("postgresql://bot:secret@127.0.0.1:1/bot")
+    assert err.value.path == "postgresql://bot:***@127.0.0.1:1/bot"
+    assert "secret" not in str(err.value)
