@@ -284,8 +284,8 @@ async def _bench_bot_in(args: argparse.Namespace, work: Path) -> None:
     sys.path.insert(0, str(ROOT / "scripts"))
     import bench_bot as bb
 
-    from bot.app import build_application, polling
     from bot.settings import Settings, TelegramSettings
+    from bot.telegram.app import build_application, polling
     from standins.telegram import DEFAULT_TOKEN
 
     pipeline = await asyncio.to_thread(_bot_pipeline, args.passages, work)

@@ -37,7 +37,7 @@ SPEECH_STAGES: dict[str, str] = {
     "speech_to_text": "stt", "text_to_speech": "tts", "encode_voice": "tts"}
 """Trace stages of the speech services, and which service each belongs to. A failed stage has
 decision ``error`` (speech-to-text: ``Trace.timed`` saw the exception) or ``failed`` (the spoken
-reply: ``bot.voice_reply.make_voice``)."""
+reply: ``bot.chat.voice_reply.make_voice``)."""
 
 _DERIVED_CHANNEL = """CASE
     WHEN d.source = 'cli' THEN 'cli'
@@ -395,7 +395,7 @@ def _speech_failure(r: aiosqlite.Row) -> SpeechFailure:
     if service == "stt":
         reason = json.loads(r["reason"]) if r["reason"] else {}
         kind = reason.get("key") or "unknown"
-    else:  # bot.voice_reply: "<ServiceError.reason>: <detail>"; encoding: the AudioError
+    else:  # bot.chat.voice_reply: "<ServiceError.reason>: <detail>"; encoding: the AudioError
         head = detail.split(":", 1)[0]
         kind = head if re.fullmatch(r"[a-z_]+", head) else "encode" if \
             r["stage"] == "encode_voice" else "other"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.ask import ask_once
+from bot.terminal.ask import ask_once
 from clients.openrouter import OpenRouterClient, OpenRouterSettings
 from rag.corpus import read_passages
 from rag.generative import ask_generative, unsupported_facts

@@ -107,7 +107,8 @@ async def test_sigkill_mid_burst_then_restart_answers_every_question_exactly_onc
 
     assert {m: after[m] for m in message_ids} == dict.fromkeys(message_ids, 1)
     with sqlite3.connect(db_path) as conn:
-        inbox = conn.execute("SELECT message_id, status, outcome FROM inbox").fetchall()
+        inbox = [(int(key.split("/")[1]), status, outcome) for key, status, outcome in
+                 conn.execute("SELECT message_key, status, outcome FROM inbox").fetchall()]
         decisions = conn.execute("SELECT id, message_id FROM decisions").fetchall()
     assert sorted(m for m, _, _ in inbox) == sorted(message_ids)
     assert all(status == "done" for _, status, _ in inbox), inbox
@@ -122,7 +123,7 @@ async def test_sigkill_mid_burst_then_restart_answers_every_question_exactly_onc
     assert logged <= {i for i, _ in decisions}
     assert {i for i, _ in decisions} - logged <= decided_before_kill
     # Telegram redelivered nothing: every question unanswered at the kill came from the inbox
-    n_replayed = len(re.findall(r"inbox_replay update_id=", log_text))
+    n_replayed = len(re.findall(r"inbox_replay channel=telegram ", log_text))
     assert n_replayed >= len(BURST) - sum(before.values())
     assert "Traceback" not in log_text
 
@@ -130,7 +131,7 @@ async def test_sigkill_mid_burst_then_restart_answers_every_question_exactly_onc
 # ------------------------------------------------------- in process: duplicates, stale updates
 
 async def test_redelivered_message_is_dropped_and_logged(bot, tg, bot_settings, caplog):
-    caplog.set_level(logging.INFO, logger="bot.inbox")
+    caplog.set_level(logging.INFO, logger="bot.chat.inbox")
     first = await tg.push_text(tbt.CHAT, tbt.XBOX)
     await tg.wait_for("sendMessage", timeout=30)
     again = {k: v for k, v in first.items() if k != "update_id"}  # same message, new update
@@ -142,8 +143,9 @@ async def test_redelivered_message_is_dropped_and_logged(bot, tg, bot_settings, 
     await wait_until(lambda: sqlite3.connect(bot_settings.bot.db_path).execute(
         "SELECT status FROM inbox").fetchone()[0] == "done", timeout_s=10)
     with sqlite3.connect(bot_settings.bot.db_path) as conn:
-        rows = conn.execute("SELECT update_id, status, outcome FROM inbox").fetchall()
-    assert rows == [(first["update_id"], "done", rows[0][2])]
+        rows = conn.execute("SELECT message_key, status, outcome FROM inbox").fetchall()
+    key = f"{tbt.CHAT}/{first['message']['message_id']}/0"
+    assert rows == [(key, "done", rows[0][2])]
     assert rows[0][2].startswith("replied decision_id=")
 
 
@@ -161,8 +163,8 @@ async def test_question_older_than_the_max_age_gets_an_apology_not_an_answer(
 
     def inbox_row() -> tuple[str, str]:
         with sqlite3.connect(bot_settings.bot.db_path) as conn:
-            return conn.execute("SELECT status, outcome FROM inbox WHERE update_id = ?",
-                                (update["update_id"],)).fetchone()
+            return conn.execute("SELECT status, outcome FROM inbox WHERE message_key = ?",
+                                (f"{tbt.CHAT}/{update['message']['message_id']}/0",)).fetchone()
 
     await wait_until(lambda: inbox_row()[0] == "done", timeout_s=10)  # just after the reply
     status, outcome = inbox_row()
@@ -211,10 +213,10 @@ async def test_webhook_commits_before_200_and_a_retried_post_is_answered_once(
             async with httpx.AsyncClient() as client:
                 first = await client.post(url, json=update, headers=headers)
                 with sqlite3.connect(db_path) as conn:  # committed before the 200 went out
-                    stored = conn.execute("SELECT update_id FROM inbox").fetchall()
+                    stored = conn.execute("SELECT message_key FROM inbox").fetchall()
                 second = await client.post(url, json=update, headers=headers)  # a retry
             assert (first.status_code, second.status_code) == (200, 200)
-            assert stored == [(9001,)]
+            assert stored == [(f"{CHAT}/501/0",)]
             await tg.wait_for("sendMessage", timeout=60)
             await asyncio.sleep(1.0)
         assert len([c for c in tg.calls if c.method == "sendMessage"]) == 1

@@ -32,7 +32,7 @@ FORBIDDEN = {
 
 
 def module_name(path: Path, root: Path) -> str:
-    """``root/bot/app.py`` -> ``bot.app``; ``root/rag/__init__.py`` -> ``rag``."""
+    """``root/bot/app.py`` -> ``bot.telegram.app``; ``root/rag/__init__.py`` -> ``rag``."""
     parts = path.relative_to(root).with_suffix("").parts
     if parts[-1] == "__init__":
         parts = parts[:-1]
@@ -124,11 +124,12 @@ def test_imports_inside_functions_and_relative_imports_are_found():
         "import os\n"
         "from .db import Database\n"
         "def main():\n"
-        "    from bot.app import main as run\n"
+        "    from bot.telegram.app import main as run\n"
         "    import tests.voice_notes\n"
     )
     names = imported_names(source, "storage.inbox")
-    assert {"os", "storage.db", "storage.db.Database", "bot.app", "tests.voice_notes"} <= names
+    assert {"os", "storage.db", "storage.db.Database", "bot.telegram.app",
+            "tests.voice_notes"} <= names
     assert "storage" in imported_names("from . import db\n", "storage", is_package=True)
 
 
@@ -140,7 +141,7 @@ def test_find_cycle_reports_the_loop_and_none_for_a_chain():
 def test_every_product_package_is_parsed(modules):
     packages = {name.partition(".")[0] for name in modules}
     assert packages == set(PRODUCT_PACKAGES)
-    assert {"rag.pipeline", "bot.app", "clients.http", "ragtools.hub"} <= set(modules)
+    assert {"rag.pipeline", "bot.telegram.app", "clients.http", "ragtools.hub"} <= set(modules)
 
 
 @pytest.mark.parametrize("package", PRODUCT_PACKAGES)

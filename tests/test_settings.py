@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.services import Services
+from bot.chat.services import Services
 from bot.settings import BotSettings, Settings, TelegramSettings
 from clients.openrouter import OpenRouterSettings
 from clients.stt import SarvamSettings
