@@ -124,3 +124,19 @@ class ThrowawayCluster:
             except RuntimeError:
                 pass
         shutil.rmtree(self.datadir.parent, ignore_errors=True)
+
+
+def query_rows(target: Path | str, sql: str, params: tuple = ()) -> list[tuple]:
+    """Rows of ``sql`` (``?`` placeholders) read from another connection, outside the bot:
+    ``target`` an SQLite file or a PostgreSQL URL (as ``db_target`` gives them)."""
+    if isinstance(target, Path):
+        import sqlite3
+
+        with sqlite3.connect(target) as conn:
+            return conn.execute(sql, params).fetchall()
+    import psycopg
+
+    from storage.backend import to_pyformat
+
+    with psycopg.connect(target) as conn:
+        return conn.execute(to_pyformat(sql) if params else sql, params or None).fetchall()

@@ -12,6 +12,7 @@ import signal
 import sqlite3
 import time
 from collections import Counter
+from pathlib import Path
 
 import httpx
 import pytest
@@ -19,6 +20,7 @@ import pytest
 import tests.test_bot_telegram as tbt
 from standins.telegram import FakeTelegram
 from standins.voice_notes import tools_available
+from tests.pgcluster import query_rows
 from tests.test_bot_process import bot_env, bot_process, free_port
 from tests.test_bot_telegram import bot, bot_settings  # noqa: F401  (fixtures)
 
@@ -56,7 +58,7 @@ async def wait_until(predicate, timeout_s: float, step_s: float = 0.005) -> bool
     return True
 
 
-async def kill_between_replies(proc, tg: FakeTelegram, db_path) -> None:
+async def kill_between_replies(proc, tg: FakeTelegram, db_target) -> None:
     """SIGKILL ``proc`` at a moment when no reply is half-sent: frozen with SIGSTOP, given
     0.1 s for what it already wrote to reach the server, then killed if every reply it marked
     ``sending`` (or done) has arrived, else let run 5 ms more. A reply whose request left the
@@ -67,10 +69,9 @@ async def kill_between_replies(proc, tg: FakeTelegram, db_path) -> None:
     while True:
         proc.send_signal(signal.SIGSTOP)
         await asyncio.sleep(0.1)
-        with sqlite3.connect(db_path) as conn:
-            n_marked = conn.execute(
-                "SELECT COUNT(*) FROM inbox WHERE status = 'sending' OR outcome LIKE 'replied%'"
-            ).fetchone()[0]
+        [(n_marked,)] = query_rows(
+            db_target, "SELECT COUNT(*) FROM inbox WHERE status = 'sending' OR outcome LIKE ?",
+            ("replied%",))
         if n_marked == len(replies_by_message(tg)) or time.monotonic() > deadline:
             proc.send_signal(signal.SIGKILL)
             assert await asyncio.wait_for(proc.wait(), 10) == -signal.SIGKILL
@@ -80,20 +81,24 @@ async def kill_between_replies(proc, tg: FakeTelegram, db_path) -> None:
 
 
 async def test_sigkill_mid_burst_then_restart_answers_every_question_exactly_once(
-        tmp_path, sample_index_dir):
-    db_path, log_path = tmp_path / "bot.sqlite3", tmp_path / "bot.log"
+        tmp_path, sample_index_dir, db_target):
+    """On SQLite (``BOT_DB_PATH``) and on PostgreSQL (``BOT_DATABASE_URL``)."""
+    log_path = tmp_path / "bot.log"
     async with FakeTelegram() as tg:
-        env = bot_env(tg, sample_index_dir, db_path)
+        if isinstance(db_target, Path):
+            env = bot_env(tg, sample_index_dir, db_target)
+        else:
+            env = bot_env(tg, sample_index_dir, tmp_path / "unused.sqlite3") | {
+                "BOT_DATABASE_URL": db_target}
         async with bot_process(tg, env, log_path) as proc:
             updates = [await tg.push_text(CHAT, q) for q in BURST]
             # the moment the issue describes: the whole batch confirmed to Telegram (the next
             # getUpdates offset went out) and the first reply sent, the rest still in the works
             assert await wait_until(lambda: not tg.pending_updates and replies_by_message(tg),
                                     timeout_s=60)
-            await kill_between_replies(proc, tg, db_path)
+            await kill_between_replies(proc, tg, db_target)
         before = replies_by_message(tg)
-        with sqlite3.connect(db_path) as conn:
-            decided_before_kill = {i for (i,) in conn.execute("SELECT id FROM decisions")}
+        decided_before_kill = {i for (i,) in query_rows(db_target, "SELECT id FROM decisions")}
         print(f"answered before SIGKILL: {sum(before.values())} of {len(BURST)}")
         assert not tg.pending_updates, "Telegram would redeliver: the test proves nothing"
         assert 1 <= sum(before.values()) < len(BURST), before
@@ -106,10 +111,9 @@ async def test_sigkill_mid_burst_then_restart_answers_every_question_exactly_onc
         after = replies_by_message(tg)
 
     assert {m: after[m] for m in message_ids} == dict.fromkeys(message_ids, 1)
-    with sqlite3.connect(db_path) as conn:
-        inbox = [(int(key.split("/")[1]), status, outcome) for key, status, outcome in
-                 conn.execute("SELECT message_key, status, outcome FROM inbox").fetchall()]
-        decisions = conn.execute("SELECT id, message_id FROM decisions").fetchall()
+    inbox = [(int(key.split("/")[1]), status, outcome) for key, status, outcome in
+             query_rows(db_target, "SELECT message_key, status, outcome FROM inbox")]
+    decisions = query_rows(db_target, "SELECT id, message_id FROM decisions")
     assert sorted(m for m, _, _ in inbox) == sorted(message_ids)
     assert all(status == "done" for _, status, _ in inbox), inbox
     # every answered question has its decision recorded, and each decision is in the log
@@ -126,6 +130,7 @@ async def test_sigkill_mid_burst_then_restart_answers_every_question_exactly_onc
     n_replayed = len(re.findall(r"inbox_replay channel=telegram ", log_text))
     assert n_replayed >= len(BURST) - sum(before.values())
     assert "Traceback" not in log_text
+    assert not (tmp_path / "unused.sqlite3").exists()  # PostgreSQL: BOT_DB_PATH unused
 
 
 # ------------------------------------------------------- in process: duplicates, stale updates
