@@ -143,7 +143,7 @@ async def test_off_corpus_question_is_refused_with_score_and_floor(real_bot, tg,
     [why] = await replies(tg)
     assert re.search(r"relevance_guard — refused: top 0\.\d{3} < floor 0\.840 \(en\)", why)
     async with await Database.open(real_bot_settings.bot.db_path) as db:
-        [row] = await db.refusals(CHAT)
+        [row] = await db.refusals("telegram", CHAT)
     assert row.status == "refused-no-match" and row.floor == pytest.approx(0.84)
 
 
