@@ -143,7 +143,7 @@ async def test_off_corpus_question_is_refused_with_score_and_floor(real_bot, tg,
     [why] = await replies(tg)
     assert re.search(r"relevance_guard — refused: top 0\.\d{3} < floor 0\.840 \(en\)", why)
     async with await Database.open(real_bot_settings.bot.db_path) as db:
-        [row] = await db.refusals(CHAT)
+        [row] = await db.refusals("telegram", CHAT)
     assert row.status == "refused-no-match" and row.floor == pytest.approx(0.84)
 
 
@@ -705,7 +705,7 @@ async def test_group_chat_ignores_plain_messages_and_answers_mentions(bot, tg):
 @pytest.mark.slow  # waits 1 s for further replies
 async def test_allow_list_refusals_count_against_the_rate_limit(tg, bot_settings, fake_pipeline,
                                                                  caplog):
-    caplog.set_level(logging.WARNING, logger="bot.telegram.handlers")
+    caplog.set_level(logging.WARNING, logger="bot.chat.context")
     settings = replace(bot_settings, bot=replace(bot_settings.bot, allowed_user_ids=(CHAT,),
                                                  rate_limit_n=2, rate_limit_window_s=60))
     async with running(settings, fake_pipeline):
@@ -726,6 +726,31 @@ async def test_overall_rate_below_one_message_a_second_still_answers(tg, bot_set
         await tg.push_text(CHAT, XBOX)
         [answer] = await replies(tg)
     assert "Sources" in answer
+
+
+async def test_a_stranger_sending_50_messages_in_a_minute_gets_at_most_the_limit_of_replies(
+        tg, bot_settings, fake_pipeline):
+    settings = replace(bot_settings, bot=replace(bot_settings.bot, allowed_user_ids=(CHAT,),
+                                                 rate_limit_n=5, rate_limit_window_s=60))
+    async with running(settings, fake_pipeline):
+        for n in range(50):
+            await tg.push_text(CHAT + 1, f"{XBOX} {n}")
+        await replies(tg, 5)
+        await tg.push_text(CHAT, "/help")  # the allowed user is still answered after them
+        await wait_for_n(tg, 6)
+    texts = [shown(c) for c in tg.calls if c.method == "sendMessage"]
+    assert texts[:5] == ["Sorry, this bot is private."] * 5 and "Ask me a question" in texts[5]
+    assert len(texts) == 6 and "sendChatAction" not in tg.methods()
+    assert await last_decision(settings, CHAT + 1) is None
+
+
+async def wait_for_n(tg: FakeTelegram, n: int, timeout_s: float = 20) -> None:
+    """Until ``n`` messages were sent in all."""
+    for _ in range(int(timeout_s / 0.05)):
+        if tg.methods().count("sendMessage") >= n:
+            return
+        await asyncio.sleep(0.05)
+    raise TimeoutError(f"fewer than {n} messages sent")
 
 
 async def test_allow_list_refuses_other_users(tg, bot_settings, fake_pipeline):

@@ -403,6 +403,21 @@ async def test_allow_list_by_number(front, graph, wa):
     assert allowed.body["to"] == "14155550100" and "Hello" in allowed.body["text"]["body"]
 
 
+async def test_a_stranger_sending_50_messages_in_a_minute_gets_at_most_the_limit_of_replies(
+        front, graph, wa, bot_settings):
+    front.services.limiter = RateLimiter(5, 60.0)
+    front.wa = replace(wa, allowed_numbers=("14155550100",))
+    front.services.channels["whatsapp"] = whatsapp_policy(front.wa)
+    for n in range(50):
+        await post(front, text_message(WA_ID, f"{XBOX} {n}", message_id=f"wamid.s{n}"))
+    await front.drain()
+    assert [d.body["to"] for d in graph.delivered()] == [WA_ID] * 5
+    assert all("private" in body for body in bodies(graph))
+    assert await decisions(bot_settings.bot.db_path) == 0
+    assert [await outcome(front, f"wamid.s{n}") for n in (0, 5, 49)] == [
+        "replied n_messages=1", "dropped", "dropped"]
+
+
 async def test_failed_delivery_status_is_logged_and_nothing_answered(front, graph, caplog):
     with caplog.at_level(logging.WARNING, logger="bot.whatsapp.app"):
         response = await post(front, status_update(WA_ID, "wamid.out.7"))

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
 import signal
 import sqlite3
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -20,8 +22,9 @@ import pytest
 import tests.test_bot_telegram as tbt
 from standins.telegram import FakeTelegram
 from standins.voice_notes import tools_available
+from standins.whatsapp import FakeGraph, encode, sign, text_message
 from tests.pgcluster import query_rows
-from tests.test_bot_process import bot_env, bot_process, free_port
+from tests.test_bot_process import ROOT, bot_env, bot_process, free_port
 from tests.test_bot_telegram import bot, bot_settings  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.skipif(not tools_available(), reason="needs ffmpeg")
@@ -225,3 +228,95 @@ async def test_webhook_commits_before_200_and_a_retried_post_is_answered_once(
             await tg.wait_for("sendMessage", timeout=60)
             await asyncio.sleep(1.0)
         assert len([c for c in tg.calls if c.method == "sendMessage"]) == 1
+
+
+# ------------------------------------------------------- WhatsApp: the same inbox, the same rule
+
+WA_ID = "919800000077"
+WA_SECRET = "kill-test-secret"
+
+
+async def whatsapp_process(env: dict[str, str], log_path, port: int):
+    """``python -m bot --whatsapp`` until its webhook answers /healthz."""
+    with log_path.open("ab") as log:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bot", "--whatsapp", cwd=ROOT, env=env, stdout=log,
+            stderr=log)
+    async with httpx.AsyncClient() as client:
+        for _ in range(1200):
+            try:
+                if (await client.get(f"http://127.0.0.1:{port}/healthz")).status_code == 200:
+                    return proc
+            except httpx.HTTPError:
+                pass
+            if proc.returncode is not None:
+                break
+            await asyncio.sleep(0.05)
+    pytest.fail("python -m bot --whatsapp not ready; log:\n" + log_path.read_text()[-3000:])
+
+
+async def deliver_burst(port: int, wamids: list[str], *, is_killed: bool = False) -> None:
+    """Meta's webhook POSTs: one per message of the burst, signed. With ``is_killed``, the bot
+    dies during the burst: the POSTs stop at the first that gets no answer (Meta retries it)."""
+    async with httpx.AsyncClient() as client:
+        for wamid, question in zip(wamids, BURST, strict=True):
+            body = encode(text_message(WA_ID, question, message_id=wamid))
+            try:
+                response = await client.post(
+                    f"http://127.0.0.1:{port}/webhook", content=body,
+                    headers={"Content-Type": "application/json",
+                             "X-Hub-Signature-256": sign(body, WA_SECRET)})
+            except httpx.HTTPError:
+                if is_killed:
+                    return
+                raise
+            assert response.status_code == 200
+
+
+async def test_whatsapp_sigkill_after_the_first_reply_then_redelivery_answers_each_once(
+        tmp_path, sample_index_dir):
+    db_path, log_path = tmp_path / "bot.sqlite3", tmp_path / "bot.log"
+    wamids = [f"wamid.burst{n}" for n in range(len(BURST))]
+    async with FakeGraph() as graph:
+        port = free_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("WHATSAPP_")} | {
+            "PYTHONUNBUFFERED": "1", "VOICE_RAG_INDEX_DIR": str(sample_index_dir),
+            "BOT_DB_PATH": str(db_path), "BOT_RATE_LIMIT_N": "0", "BOT_REPEAT_WINDOW_S": "0",
+            "SARVAM_API_KEY": "unused", "WHATSAPP_TOKEN": graph.token,
+            "WHATSAPP_PHONE_NUMBER_ID": graph.phone_number_id, "WHATSAPP_APP_SECRET": WA_SECRET,
+            "WHATSAPP_VERIFY_TOKEN": "v", "WHATSAPP_API_BASE": graph.url,
+            "WHATSAPP_API_VERSION": graph.version, "WHATSAPP_LISTEN": "127.0.0.1",
+            "WHATSAPP_PORT": str(port)}
+        proc = await whatsapp_process(env, log_path, port)
+        try:
+            # killed the moment the first reply reaches WhatsApp: sent, but the bot never
+            # heard back, so it could not record that it was done
+            graph.on_sent = lambda _sent: proc.returncode is None and proc.send_signal(
+                signal.SIGKILL)
+            await deliver_burst(port, wamids, is_killed=True)
+            assert await asyncio.wait_for(proc.wait(), 60) == -signal.SIGKILL
+            graph.on_sent = None
+            n_before = len(graph.delivered("text"))
+            print(f"answered before SIGKILL: {n_before} of {len(BURST)}")
+            assert 1 <= n_before < len(BURST)
+
+            proc = await whatsapp_process(env, log_path, port)
+            await deliver_burst(port, wamids)  # Meta redelivers the whole burst
+            await graph.wait_for(len(BURST), timeout=120)
+            await asyncio.sleep(1.0)  # room for a duplicate to show up
+        finally:
+            if proc.returncode is None:
+                proc.send_signal(signal.SIGTERM)
+                await asyncio.wait_for(proc.wait(), 30)
+        answers = [s.body["text"]["body"] for s in graph.delivered("text")]
+    assert len(answers) == len(BURST), answers  # each answered exactly once
+    with sqlite3.connect(db_path) as conn:
+        rows = conn.execute("SELECT message_key, status, outcome FROM inbox WHERE "
+                            "channel = 'whatsapp' ORDER BY id").fetchall()
+    assert [key for key, _, _ in rows] == wamids
+    assert all(status == "done" for _, status, _ in rows), rows
+    log_text = log_path.read_text("utf-8")
+    # the answered message was redelivered too, and dropped; it was not replayed either
+    assert "whatsapp_duplicate message_id=wamid.burst" in log_text
+    assert log_text.count("inbox_replay_skipped channel=whatsapp") == 1
+    assert "Traceback" not in log_text

@@ -161,3 +161,37 @@ def test_package_imports_only_allowed_layers(modules, package):
 
 def test_product_modules_import_no_cycle(modules):
     assert find_cycle(import_graph(modules)) is None
+
+
+FRONT_ENDS = ("bot.telegram", "bot.whatsapp", "bot.terminal")
+"""One folder per channel (issue #23); ``bot.chat`` is what they share."""
+CHANNEL_LIBRARIES = ("telegram", "aiohttp", "httpx")
+
+
+def _is_under(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def test_the_chat_layer_imports_no_front_end_and_no_channel_library(modules):
+    offences = []
+    for name, path in modules.items():
+        if not _is_under(name, "bot.chat"):
+            continue
+        raw = imported_names(path.read_text(encoding="utf-8"), name, path.name == "__init__.py")
+        offences += [f"{name} imports {imported}" for imported in sorted(raw)
+                     if any(_is_under(imported, p) for p in (*FRONT_ENDS, *CHANNEL_LIBRARIES))]
+    assert offences == []
+
+
+def test_front_ends_do_not_import_each_other(modules):
+    offences = []
+    for name, path in modules.items():
+        own = next((f for f in FRONT_ENDS if _is_under(name, f)), None)
+        if own is None:
+            continue
+        raw = imported_names(path.read_text(encoding="utf-8"), name, path.name == "__init__.py")
+        offences += [f"{name} imports {imported}" for imported in sorted(raw)
+                     if any(_is_under(imported, f) for f in FRONT_ENDS if f != own)]
+    assert offences == []
+    assert {"bot.chat.questions", "bot.telegram.app", "bot.whatsapp.app",
+            "bot.terminal.console"} <= set(modules)

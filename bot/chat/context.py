@@ -130,9 +130,9 @@ def acquire(ctx: UpdateContext) -> RateVerdict:
         return ALLOWED
     verdict = ctx.services.limiter.acquire(sender_id, ctx.services.clock())
     if not verdict.is_allowed:
-        log.info("rate_limited channel=%s chat_id=%d sender_id=%d wait_s=%d reply=%s",
-                 ctx.asker.channel, ctx.chat_id, sender_id, verdict.wait_s,
-                 "notice" if verdict.is_notice else "dropped")
+        log.info("rate_limited chat_id=%d sender_id=%d wait_s=%d reply=%s channel=%s",
+                 ctx.chat_id, sender_id, verdict.wait_s,
+                 "notice" if verdict.is_notice else "dropped", ctx.asker.channel)
     return verdict
 
 

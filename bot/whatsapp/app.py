@@ -1,6 +1,6 @@
 """The WhatsApp front end: the same assistant on the WhatsApp Cloud API.
 
-    python -m bot --whatsapp          # or: python -m bot.whatsapp.app
+    python -m bot --whatsapp
 
 An aiohttp web server (``WHATSAPP_LISTEN``:``WHATSAPP_PORT``, else ``$PORT``, else 8080) takes
 Meta's webhook at ``WHATSAPP_WEBHOOK_PATH`` (``/webhook``):
@@ -10,32 +10,28 @@ Meta's webhook at ``WHATSAPP_WEBHOOK_PATH`` (``/webhook``):
 - ``POST``: the raw body's HMAC-SHA256 with ``WHATSAPP_APP_SECRET`` must equal the
   ``X-Hub-Signature-256`` header (constant-time compare) before anything is parsed: otherwise
   403 and nothing is stored. Each message (id ``wamid`` and JSON) is then claimed in the
-  ``whatsapp_messages`` table (so a redelivery, even after a restart, is answered once), the
-  answer is 200 at once and the message is handled in the background. Messages claimed but
-  not finished when the process died are handled at the next start; one sent more than
+  durable inbox every channel shares (``bot.chat.inbox``: a redelivery, even after a restart,
+  is dropped), the answer is 200 at once and the message is handled in the background.
+  Messages claimed but not answered when the process died are handled at the next start; one
+  whose reply was already on its way (``sending``) is not sent again; one sent more than
   ``BOT_INBOX_MAX_AGE_S`` ago (Meta redelivers for days after an outage) gets the "reached me
   too late" apology instead of an answer, as on Telegram.
 
-Handling uses the service functions the Telegram bot and the console use (``bot.chat.questions``,
-``bot.chat.commands``): ``text`` is a question, unless it is a command (``why``, ``help``,
-``start``, ``lang hi``, ``mode generative``, ``voice on``: as plain words, or any word with a
-leading slash); ``audio`` (voice notes and audio files) is looked up (``GET /{media-id}``),
-downloaded with the bearer token (at most ``WHATSAPP_MAX_MEDIA_MB``), transcoded and sent to
-Sarvam speech-to-text like a Telegram voice note; a ``reaction`` is logged, not answered; any
-other type gets the "I understand text questions and voice notes" notice. Replies go out
-with ``POST /{phone-number-id}/messages`` in
-WhatsApp's formatting (:func:`to_whatsapp`: ``*bold*``, ``_italic_``, no HTML), split at
-4,096 characters (:func:`split_text`); ``voice auto|on|off`` chooses spoken replies as on
-Telegram (default: a voice note back for a voice note), uploaded with ``POST
-/{phone-number-id}/media`` and sent as ``audio`` after the text. Rate limit
-(``BOT_RATE_LIMIT_*``) as on Telegram; the allow-list is ``WHATSAPP_ALLOWED_NUMBERS``
-(wa_ids, i.e. phone numbers in international form without ``+``). Graph faults are handled
-by ``bot.whatsapp.graph``; a reply that still fails (token, permission, the 24-hour window,
+This module only converts: ``text`` goes to ``bot.chat.questions.reply_to_text`` (commands
+also as bare words: ``why``, ``help``, ``lang hi``); ``audio`` (voice notes and audio files) is
+looked up (``GET /{media-id}``) and downloaded with the bearer token by the voice note's
+``fetch``; a ``reaction`` is logged, not answered; any other type gets the "I understand text
+questions and voice notes" notice. Replies are delivered by ``bot.chat.delivery`` through
+:class:`WhatsAppOutbox`: ``POST /{phone-number-id}/messages`` in WhatsApp's formatting
+(``bot.whatsapp.markup``), split at 4,096 characters, a voice note uploaded with ``POST
+/{phone-number-id}/media`` and sent as ``audio`` after the text. Allow-list
+(``WHATSAPP_ALLOWED_NUMBERS``), size limit (``WHATSAPP_MAX_MEDIA_MB``), rate limit and voice
+on/off are the chat layer's (``bot.chat.policy``). Graph faults are handled by
+``bot.whatsapp.graph``; a reply that still fails (token, permission, the 24-hour window,
 retries spent) is logged and its outcome stored, never retried forever.
 
-Every message's row in ``whatsapp_messages`` keeps the chat id (the sender's number), the
-decision id (``decisions.id``, where the question's trace lives) and the outcome; the
-decision log line is followed by ``whatsapp_reply frontend=whatsapp chat_id=… decision_id=…``.
+Every message's inbox row keeps the chat id (the sender's number), the decision id and the
+outcome; the decision log line is followed by ``whatsapp_reply channel=whatsapp chat_id=…``.
 """
 
 from __future__ import annotations
