@@ -1,7 +1,7 @@
 """``python -m bot``: parse the command line, check the start-up, run one front end.
 
-    python -m bot              # Telegram (TELEGRAM_TOKEN, SARVAM_API_KEY, ...; see bot.app)
-    python -m bot --console    # the same logic in a terminal, no token needed (bot.console)
+    python -m bot              # Telegram (TELEGRAM_TOKEN, SARVAM_API_KEY, ...; bot.telegram)
+    python -m bot --console    # the same logic in a terminal, no token (bot.terminal.console)
     python -m bot --whatsapp   # the WhatsApp Cloud API webhook (bot.whatsapp)
     python -m bot ask "How much does an Xbox 360 cost?" [--lang hi] [--json] [--generative]
     python -m bot dashboard [--host 127.0.0.1 --port 8081 --db data/bot.sqlite3]  # bot.dashboard
@@ -16,11 +16,13 @@ import argparse
 import logging
 import sys
 
-from bot import app, ask, console, whatsapp
 from bot.dashboard import cli as dashboard
 from bot.errors import StartupError
 from bot.settings import Settings
 from bot.startup import check_startup
+from bot.telegram import app
+from bot.terminal import ask, console
+from bot.whatsapp import app as whatsapp
 from rag.errors import RagError
 from storage.errors import DatabaseOpenError
 
@@ -40,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         "terminal (--console), on WhatsApp (--whatsapp), or one question (ask).")
     parser.add_argument("--console", action="store_true", help="chat in this terminal instead")
     parser.add_argument("--whatsapp", action="store_true",
-                        help="serve the WhatsApp Cloud API webhook instead (see bot.whatsapp)")
+                        help="serve the WhatsApp Cloud API webhook instead (see bot.whatsapp.app)")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="with --console: print the INFO log lines too (default: warnings)")
     sub = parser.add_subparsers(dest="command")

@@ -2,8 +2,8 @@
 
 The core's errors are ``rag.errors.RagError``, storage's ``storage.errors.StorageError``. What a
 user reads is never ``str(err)``: the edge that catches an error (a service function, a front
-end, ``python -m bot``'s start-up) chooses the words of ``bot.messages`` in the user's language;
-``str(err)`` goes to the log, the trace and an operator's terminal.
+end, ``python -m bot``'s start-up) chooses the words of ``bot.chat.messages`` in the user's
+language; ``str(err)`` goes to the log, the trace and an operator's terminal.
 """
 
 from __future__ import annotations

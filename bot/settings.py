@@ -70,6 +70,9 @@ class BotSettings:
 
     # SQLite file of decisions, refusals and chat settings.
     db_path: Path = DEFAULT_DATA_DIR / "bot.sqlite3"
+    # Where the database is, when not ``db_path``: ``postgresql://user:password@host:5432/db``
+    # (every replica of the bot on one database) or ``sqlite:///path``. Empty: ``db_path``.
+    database_url: str = ""
     # Per-user rate limit: at most ``rate_limit_n`` messages that get a reply (questions,
     # voice notes, /help, /lang, /mode, notices) per ``rate_limit_window_s`` seconds (0 turns
     # it off); beyond it one "please wait" notice per window, the rest dropped with a log line.

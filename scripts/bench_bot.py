@@ -52,8 +52,8 @@ sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 
-from bot.app import build_application, polling  # noqa: E402
 from bot.settings import Settings, TelegramSettings  # noqa: E402
+from bot.telegram.app import build_application, polling  # noqa: E402
 from clients.stt import SarvamSettings  # noqa: E402
 from clients.tts import join_wavs  # noqa: E402
 from rag.pipeline import Pipeline  # noqa: E402

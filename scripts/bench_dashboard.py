@@ -1,7 +1,7 @@
 """How long the dashboard takes to render its pages over a decision log of realistic size.
 
 Fills a temporary database with ``--n`` decisions through the storage API (``Database.
-record_decision``, ``add_stages`` for spoken replies, ``MessageStore`` for WhatsApp chats):
+record_decision``, ``add_stages`` for spoken replies, ``Inbox`` for WhatsApp messages):
 four languages, Telegram, WhatsApp, console and command-line chats, typed and voice questions,
 answers with citations, refusals below the floor, unanswerable and ungrounded ones, bad input,
 speech-to-text outages and failed spoken replies, with traces of the pipeline's stages; then
@@ -49,7 +49,7 @@ from aiohttp import web  # noqa: E402
 from bot.dashboard import DashboardSettings, create_app  # noqa: E402
 from rag.types import Citation, Reason, ReasonCode, Result, Stage, Status, Trace  # noqa: E402
 from storage.db import Database  # noqa: E402
-from storage.whatsapp import MessageStore  # noqa: E402
+from storage.inbox import Inbox  # noqa: E402
 
 FLOORS = {"en": 0.840, "hi": 0.850, "gu": 0.840, "te": 0.840}
 QUESTIONS = {
@@ -144,7 +144,7 @@ async def fill(db_path: Path, n: int, days: int, seed: int = 0) -> None:
     ending now (newest last)."""
     rng = random.Random(seed)
     async with await Database.open(db_path) as db:
-        whatsapp = MessageStore(db)
+        inbox = Inbox(db)
         for i in range(n):
             lang = rng.choices(list(FLOORS), weights=[45, 30, 13, 12])[0]
             channel = rng.choices(["telegram", "whatsapp", "console", "cli"],
@@ -158,7 +158,8 @@ async def fill(db_path: Path, n: int, days: int, seed: int = 0) -> None:
                       else _result(rng, lang, is_voice))
             stt = result.trace.get("speech_to_text")
             decision_id = await db.record_decision(
-                chat_id, message_id, chat_id, source, result,
+                "console" if channel == "cli" else channel, chat_id, message_id, chat_id, source,
+                result,
                 transcript=result.query if is_voice else None,
                 stt_ms=stt.elapsed_ms if stt is not None else None)
             await db.set_reply_ms(decision_id, rng.lognormvariate(3.5, 0.5))
@@ -170,8 +171,9 @@ async def fill(db_path: Path, n: int, days: int, seed: int = 0) -> None:
                     10000.0 if failed else rng.lognormvariate(6.5, 0.3))])
             if channel == "whatsapp":
                 wamid = f"wamid.bench{i}"
-                await whatsapp.claim({"id": wamid, "from": str(chat_id), "type": "text"})
-                await whatsapp.finish(wamid, decision_id, f"replied decision_id={decision_id}")
+                await inbox.claim("whatsapp", wamid, chat_id, "{}")
+                await inbox.finish("whatsapp", wamid, f"replied decision_id={decision_id}",
+                                   decision_id)
     start = datetime.now(UTC) - timedelta(days=days)
     step = timedelta(days=days) / max(1, n)
     with sqlite3.connect(db_path) as conn:
@@ -282,8 +284,8 @@ async def _bench_bot_in(args: argparse.Namespace, work: Path) -> None:
     sys.path.insert(0, str(ROOT / "scripts"))
     import bench_bot as bb
 
-    from bot.app import build_application, polling
     from bot.settings import Settings, TelegramSettings
+    from bot.telegram.app import build_application, polling
     from standins.telegram import DEFAULT_TOKEN
 
     pipeline = await asyncio.to_thread(_bot_pipeline, args.passages, work)

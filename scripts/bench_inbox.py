@@ -40,12 +40,12 @@ async def main(n: int) -> None:
             inbox_ms, decision_ms = [], []
             for i in range(1, n + 1):
                 start = time.perf_counter()
-                await inbox.add(i, 42, i, 0, update_json(i))
-                await inbox.mark_sending(i)
-                await inbox.finish(i, f"replied decision_id={i} n_messages=1")
+                await inbox.claim("telegram", f"42/{i}/0", 42, update_json(i))
+                await inbox.mark_sending("telegram", f"42/{i}/0")
+                await inbox.finish("telegram", f"42/{i}/0", "replied n_messages=1", i)
                 inbox_ms.append((time.perf_counter() - start) * 1e3)
                 start = time.perf_counter()
-                await db.record_decision(42, i, 42, "text", Result(
+                await db.record_decision("telegram", 42, i, 42, "text", Result(
                     Status.REFUSED_NO_MATCH, "q", "en", top_score=0.7, floor=0.84,
                     message="top 0.700 < floor 0.840 (en)", trace=Trace()))
                 decision_ms.append((time.perf_counter() - start) * 1e3)

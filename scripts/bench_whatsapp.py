@@ -2,7 +2,7 @@
 
     python scripts/bench_whatsapp.py [--n 40]     # index: VOICE_RAG_INDEX_DIR or data/index
 
-Runs the front end (``bot.whatsapp.serving``) on 127.0.0.1 against the Graph API stand-in and
+Runs the front end (``bot.whatsapp.app.serving``) on 127.0.0.1 against the Graph API stand-in and
 POSTs ``n`` signed webhooks carrying the shared sample's first ``n`` questions (English and
 Hindi, as they come), twice: one at a time, then all at once (a burst). For each it measures,
 in milliseconds: the webhook's answer (POST until 200: signature, parse, the claim committed
@@ -28,9 +28,10 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bot.services import Services  # noqa: E402
+from bot.chat.services import Services  # noqa: E402
 from bot.settings import Settings  # noqa: E402
-from bot.whatsapp import WhatsAppSettings, serving  # noqa: E402
+from bot.whatsapp.app import serving  # noqa: E402
+from bot.whatsapp.settings import WhatsAppSettings  # noqa: E402
 from standins.whatsapp import FakeGraph, encode, sign, text_message  # noqa: E402
 
 SECRET = "bench-secret"

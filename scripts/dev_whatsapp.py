@@ -82,7 +82,8 @@ async def wait_done(db_path: Path, n: int, timeout_s: float = 30) -> None:
     while time.monotonic() < deadline:
         with sqlite3.connect(db_path) as conn:
             (done,) = conn.execute(
-                "SELECT COUNT(*) FROM whatsapp_messages WHERE status = 'done'").fetchone()
+                "SELECT COUNT(*) FROM inbox WHERE channel = 'whatsapp' AND status = 'done'"
+            ).fetchone()
         if done >= n:
             return
         await asyncio.sleep(0.1)

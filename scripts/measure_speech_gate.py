@@ -1,12 +1,12 @@
-"""Measure the speech gate (``bot.speech``) on real audio and print where its thresholds sit.
+"""Measure the speech gate (``bot.chat.speech``) on real audio and print where its thresholds sit.
 
     python scripts/measure_speech_gate.py            # needs espeak-ng and ffmpeg
 
 Every note goes the bot's way: OGG/Opus as Telegram sends it (24 kbit/s, 48 kHz) → ffmpeg via
-``bot.audio.transcode_to_wav`` → ``bot.speech.measure_speech``. Notes: espeak-ng questions in
-en/hi/gu/te, short fillers ("Yes.", "Thank you."), digital silence, white and pink noise at
--60..-20 dBFS, a question over -35 dBFS noise, a steady tone and a melody with pauses.
-Prints one row per note and the statistics the constants in ``bot.speech`` rest on.
+``bot.chat.audio.transcode_to_wav`` → ``bot.chat.speech.measure_speech``. Notes: espeak-ng
+questions in en/hi/gu/te, short fillers ("Yes.", "Thank you."), digital silence, white and pink
+noise at -60..-20 dBFS, a question over -35 dBFS noise, a steady tone and a melody with pauses.
+Prints one row per note and the statistics the constants in ``bot.chat.speech`` rest on.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bot.audio import transcode_to_wav  # noqa: E402
-from bot.speech import (  # noqa: E402
+from bot.chat.audio import transcode_to_wav  # noqa: E402
+from bot.chat.speech import (  # noqa: E402
     ABSOLUTE_FLOOR_DBFS,
     NOISE_PERCENTILE,
     RELATIVE_MARGIN_DB,

@@ -119,7 +119,7 @@ _TONE_MS_PER_CHAR = 60  # about espeak-ng's speaking rate (175 words/min, ~6 cha
 def audio_key(wav: bytes) -> str:
     """Fixture key of a WAV: the first 16 hex digits of the SHA-256 of its PCM frames.
 
-    Compute it on the WAV the bot sends (``bot.audio.transcode_to_wav(ogg)``), which is
+    Compute it on the WAV the bot sends (``bot.chat.audio.transcode_to_wav(ogg)``), which is
     deterministic for a given voice note.
     """
     with wave.open(io.BytesIO(wav), "rb") as w:

@@ -167,7 +167,7 @@ def sine_ogg(seconds: int) -> bytes:
 
 # ------------------------------------------------ not speech: silence, noise, tones (issue 14)
 # Synthesised with numpy at 48 kHz and encoded like a voice note, for the speech gate
-# (bot.speech) and scripts/measure_speech_gate.py.
+# (bot.chat.speech) and scripts/measure_speech_gate.py.
 
 NOISE_RATE_HZ = 48_000
 

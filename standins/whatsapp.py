@@ -39,6 +39,7 @@ import hmac
 import itertools
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,6 +89,9 @@ class FakeGraph(LoopbackServer):
     phone_number_id: str = DEFAULT_PHONE_NUMBER_ID
     version: str = DEFAULT_VERSION
     delay_s: float = 0.0
+    # called with each message as it is recorded, before the answer goes back (a test kills
+    # the bot there: the message arrived, the bot never heard so)
+    on_sent: Callable[[Sent], None] | None = None
     sent: list[Sent] = field(default_factory=list)
     media_lookups: list[str] = field(default_factory=list)
     downloads: list[str] = field(default_factory=list)
@@ -171,6 +175,8 @@ class FakeGraph(LoopbackServer):
         async with self._changed:
             self.sent.append(Sent(body, status, time.monotonic()))
             self._changed.notify_all()
+        if self.on_sent is not None:
+            self.on_sent(self.sent[-1])
 
     async def _messages(self, request: web.Request) -> web.StreamResponse:
         if request.match_info["phone_number_id"] != self.phone_number_id:

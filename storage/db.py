@@ -1,23 +1,27 @@
-"""Decisions, refusals and per-chat settings in one SQLite file, over aiosqlite.
+"""Decisions, refusals and per-chat settings, in one SQLite file (aiosqlite, the default) or a
+PostgreSQL database (psycopg 3), through :mod:`storage.backend`.
 
 Every question's ``Result`` (with its trace) is committed as soon as it is recorded, so a crash
 loses nothing already answered; a refused decision gets its ``refusals`` row in the same
-transaction. The file runs in WAL mode, so readers (``/why``, a script, ``sqlite3``) never block
-the writer.
+transaction. The SQLite file runs in WAL mode, so readers (``/why``, a script, ``sqlite3``) never
+block the writer.
+
+Every chat is keyed by ``(channel, chat_id)``: ``channel`` names the front end (``telegram``,
+``whatsapp``, ``console``: see :data:`CHANNELS`), so a WhatsApp number and a Telegram chat with
+the same numeric id never share settings, decisions or ``/why``.
 
     async with await Database.open(Path("data/bot.sqlite3")) as db:
-        decision_id = await db.record_decision(chat_id, message_id, user_id, "voice", result)
-        stored = await db.last_decision(chat_id)
+        decision_id = await db.record_decision("telegram", chat_id, message_id, user_id,
+                                               "voice", result)
+        stored = await db.last_decision("telegram", chat_id)
+    # or Database.open("postgresql://bot@127.0.0.1/bot"): the same API, rows in PostgreSQL
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
-import sqlite3
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,9 +40,13 @@ from rag.types import (
     Trace,
 )
 
+from .backend import DEFAULT_BUSY_TIMEOUT_MS, Backend, Tx, driver_errors, open_backend
 from .errors import DatabaseOpenError, DecisionNotFoundError
 from .migrations import apply_migrations
 
+CHANNELS: tuple[str, ...] = ("telegram", "whatsapp", "console")
+"""The front ends of today. Storage does not check ``channel`` against this list (a new front
+end needs no migration); it must be non-empty."""
 SOURCES: tuple[str, ...] = ("text", "voice", "cli")
 """Where a question came from: a typed message, a voice note, the command line."""
 CHAT_LANGS: tuple[str, ...] = ("auto", *LANGUAGES)
@@ -47,8 +55,6 @@ MODES: tuple[str, ...] = ("extractive", "generative")
 """Allowed ``ChatSettings.mode``."""
 VOICE_MODES: tuple[str, ...] = ("auto", "on", "off")
 """Allowed ``ChatSettings.voice``: spoken replies for voice-note questions only, always, never."""
-
-DEFAULT_BUSY_TIMEOUT_MS = 5000  # milliseconds a write waits for another process's lock
 
 # Lone surrogates (from undecodable bytes or a service's "\ud800") cannot be encoded as UTF-8,
 # so SQLite would refuse the whole row; they are stored as U+FFFD instead.
@@ -65,6 +71,7 @@ class StoredDecision:
     """
 
     id: int
+    channel: str
     chat_id: int
     message_id: int | None
     user_id: int | None
@@ -83,6 +90,7 @@ class StoredRefusal:
 
     id: int
     decision_id: int
+    channel: str
     chat_id: int
     created_at: datetime
     status: Status
@@ -94,10 +102,11 @@ class StoredRefusal:
 
 @dataclass(frozen=True, slots=True)
 class ChatSettings:
-    """Per-chat choices. ``lang`` is one of ``CHAT_LANGS``, ``mode`` one of ``MODES``,
-    ``voice`` one of ``VOICE_MODES``; ``updated_at`` is None for a chat that never changed them
-    (the defaults)."""
+    """Per-chat choices of the chat ``(channel, chat_id)``. ``lang`` is one of ``CHAT_LANGS``,
+    ``mode`` one of ``MODES``, ``voice`` one of ``VOICE_MODES``; ``updated_at`` is None for a
+    chat that never changed them (the defaults)."""
 
+    channel: str
     chat_id: int
     lang: str = "auto"
     mode: str = "extractive"
@@ -106,53 +115,50 @@ class ChatSettings:
 
 
 class Database:
-    """The bot's store. Build with ``await Database.open(path)``; one instance per process.
+    """The bot's store. Build with ``await Database.open(target)``; one instance per process.
 
-    Writes are serialised by an ``asyncio.Lock`` so concurrent handlers never interleave
-    transactions on the shared connection.
+    ``target`` is a path (SQLite, the default) or a URL (``BOT_DATABASE_URL``:
+    ``sqlite:///data/bot.sqlite3`` or ``postgresql://user@host/db``); see
+    :func:`storage.backend.parse_database_url`. ``backend`` is the open
+    :class:`storage.backend.Backend`: the other stores (``storage.inbox``,
+    ``storage.ratelimit``, ``storage.repeats``, ...) run their SQL through it. On SQLite writes
+    are serialised by one lock so concurrent handlers never interleave transactions on the
+    shared connection; on PostgreSQL each transaction has a pooled connection of its own.
     """
 
-    def __init__(self, conn: aiosqlite.Connection, path: Path) -> None:
-        """Use ``Database.open``; this only wraps an already configured connection."""
-        self._conn = conn
-        self.path = path
-        self._write_lock = asyncio.Lock()
+    def __init__(self, backend: Backend) -> None:
+        """Use ``Database.open``; this only wraps an already open and migrated backend."""
+        self.backend = backend
+        self.dialect = backend.dialect
+        self.path: Path | None = backend.location.path
+        """The SQLite file; None on PostgreSQL."""
 
     @classmethod
-    async def open(cls, path: Path, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> Database:
-        """Open (creating the file and parent folder if needed) and migrate to the current schema.
+    async def open(cls, target: Path | str,
+                   busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS) -> Database:
+        """Open (creating an SQLite file and its parent folder if needed) and migrate to the
+        current schema (:func:`storage.migrations.apply_migrations`, once, under a lock).
 
-        Sets WAL journal mode, ``synchronous=FULL`` (a commit survives power loss),
+        SQLite: WAL journal mode, ``synchronous=FULL`` (a commit survives power loss),
         ``foreign_keys=ON`` and ``busy_timeout`` (milliseconds). Raises
-        :class:`DatabaseOpenError` (SQLite's message in ``detail``) if the file is not a
-        database, cannot be written or cannot be migrated.
+        :class:`DatabaseOpenError` (the driver's message in ``detail``) if the file is not a
+        database, cannot be written, the server cannot be reached, or migrating fails;
+        ValueError if ``target`` is a URL of another scheme.
         """
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # fail here, in plain sqlite3 (a millisecond, once), on a folder or a file that is not a
-        # database: a failed aiosqlite.connect leaves its worker thread to crash at exit
+        backend = await open_backend(target, busy_timeout_ms=busy_timeout_ms)
         try:
-            _check_openable(path)
-        except sqlite3.Error as exc:
-            raise DatabaseOpenError(path, str(exc)) from exc
-        conn = await aiosqlite.connect(path, isolation_level=None)
-        try:
-            conn.row_factory = aiosqlite.Row
-            await conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-            await conn.execute("PRAGMA journal_mode = WAL")
-            await conn.execute("PRAGMA synchronous = FULL")
-            await conn.execute("PRAGMA foreign_keys = ON")
-            await apply_migrations(conn)
-        except sqlite3.Error as exc:
-            await conn.close()
-            raise DatabaseOpenError(path, str(exc)) from exc
+            await apply_migrations(backend)
+        except driver_errors() as exc:
+            await backend.close()
+            raise DatabaseOpenError(backend.location.path or backend.location.display,
+                                    str(exc)) from exc
         except BaseException:
-            await conn.close()
+            await backend.close()
             raise
-        return cls(conn, path)
+        return cls(backend)
 
     async def close(self) -> None:
-        await self._conn.close()
+        await self.backend.close()
 
     async def __aenter__(self) -> Database:
         return self
@@ -160,19 +166,18 @@ class Database:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
-    @asynccontextmanager
-    async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:
-        async with self._write_lock:
-            await self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._conn
-            except BaseException:
-                await self._conn.execute("ROLLBACK")
-                raise
-            await self._conn.execute("COMMIT")
+    @property
+    def _conn(self) -> aiosqlite.Connection:
+        """The SQLite connection itself (tests read PRAGMAs through it); AttributeError on
+        PostgreSQL."""
+        return self.backend.conn  # type: ignore[attr-defined]
+
+    def _transaction(self) -> AbstractAsyncContextManager[Tx]:
+        return self.backend.transaction()
 
     async def record_decision(
         self,
+        channel: str,
         chat_id: int,
         message_id: int | None,
         user_id: int | None,
@@ -184,12 +189,14 @@ class Database:
     ) -> int:
         """Store one question's outcome and commit; returns the decision id.
 
-        ``source`` is one of ``SOURCES``; ``transcript`` the raw speech-to-text output (voice);
+        ``channel`` is the front end (see :data:`CHANNELS`); ``source`` one of ``SOURCES``;
+        ``transcript`` the raw speech-to-text output (voice);
         ``stt_ms``/``reply_ms`` in milliseconds. A refused ``result`` (``status.is_refusal``)
         also gets a ``refusals`` row in the same transaction. Lone surrogates in any text are
         stored as U+FFFD (the replacement character). Raises ValueError on an unknown source or
-        status.
+        status, or an empty channel.
         """
+        _check_channel(channel)
         if source not in SOURCES:
             raise ValueError(f"source {source!r} is not one of {', '.join(SOURCES)}")
         status = Status(result.status)
@@ -206,34 +213,35 @@ class Database:
         code = None if result.reason is None else result.reason.code.value
         fallback = None if result.fallback is None else result.fallback.value
         async with self._transaction() as conn:
-            cursor = await conn.execute(
+            row = await conn.fetchone(
                 """
                 INSERT INTO decisions (
-                    chat_id, message_id, user_id, created_at, source, transcript,
+                    channel, chat_id, message_id, user_id, created_at, source, transcript,
                     query, lang, status, mode, answer, answer_lang, message,
                     top_score, floor, is_low_confidence, citations, trace,
                     total_ms, stt_ms, reply_ms, reason, fallback
-                ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                RETURNING id
                 """,
                 (
-                    chat_id, message_id, user_id, created_at, source, transcript,
+                    channel, chat_id, message_id, user_id, created_at, source, transcript,
                     query, lang, status.value, mode, answer,
                     answer_lang, message, result.top_score, result.floor,
                     int(result.is_low_confidence), citations, trace,
                     result.trace.total_ms, stt_ms, reply_ms, reason, fallback,
                 ),
             )
-            decision_id = cursor.lastrowid
+            decision_id = row[0]
             if status.is_refusal:
                 await conn.execute(
                     """
                     INSERT INTO refusals (
-                        decision_id, chat_id, created_at, status, lang, top_score, floor, reason,
-                        code
-                    ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        decision_id, channel, chat_id, created_at, status, lang, top_score,
+                        floor, reason, code
+                    ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                     (
-                        decision_id, chat_id, created_at, status.value, lang,
+                        decision_id, channel, chat_id, created_at, status.value, lang,
                         result.top_score, result.floor, message, code,
                     ),
                 )
@@ -243,10 +251,10 @@ class Database:
         """Record how long sending the reply took (milliseconds). DecisionNotFoundError if no
         such id."""
         async with self._transaction() as conn:
-            cursor = await conn.execute(
+            n_rows = await conn.execute(
                 "UPDATE decisions SET reply_ms = ? WHERE id = ?", (reply_ms, decision_id)
             )
-            if cursor.rowcount == 0:
+            if n_rows == 0:
                 raise DecisionNotFoundError(decision_id)
 
     async def add_stages(self, decision_id: int, stages: list[Stage]) -> None:
@@ -254,55 +262,66 @@ class Database:
         built, e.g. the spoken reply's ``text_to_speech``), so ``/why`` shows them; the
         decision's ``total_ms`` stays the pipeline's. DecisionNotFoundError if no such id."""
         async with self._transaction() as conn:
-            async with conn.execute("SELECT trace FROM decisions WHERE id = ?",
-                                    (decision_id,)) as cursor:
-                row = await cursor.fetchone()
+            await conn.lock(f"decision:{decision_id}")
+            row = await conn.fetchone("SELECT trace FROM decisions WHERE id = ?", (decision_id,))
             if row is None:
                 raise DecisionNotFoundError(decision_id)
             trace = json.loads(row["trace"]) + [asdict(stage) for stage in stages]
             await conn.execute("UPDATE decisions SET trace = ? WHERE id = ?",
                                (_storable(json.dumps(trace, ensure_ascii=False)), decision_id))
 
-    async def last_decision(self, chat_id: int) -> StoredDecision | None:
+    async def last_decision(self, channel: str, chat_id: int) -> StoredDecision | None:
         """The chat's most recent decision (what ``/why`` explains), or None if it has none."""
         row = await self._fetchone(
-            "SELECT * FROM decisions WHERE chat_id = ? ORDER BY id DESC LIMIT 1", (chat_id,)
+            "SELECT * FROM decisions WHERE channel = ? AND chat_id = ? ORDER BY id DESC LIMIT 1",
+            (channel, chat_id),
         )
         return None if row is None else _decision_from_row(row)
 
-    async def refusals(self, chat_id: int | None = None, limit: int = 50) -> list[StoredRefusal]:
-        """Logged refusals, newest first: of one chat, or of all chats when ``chat_id`` is None.
+    async def refusals(self, channel: str | None = None, chat_id: int | None = None,
+                       limit: int = 50) -> list[StoredRefusal]:
+        """Logged refusals, newest first: of one chat (``channel`` and ``chat_id``), of one
+        channel (``chat_id`` None), or of all (both None).
 
-        ``limit`` caps the rows returned (≥ 1); ValueError otherwise.
+        ``limit`` caps the rows returned (≥ 1); ValueError otherwise, or for a ``chat_id``
+        without its ``channel``.
         """
         if limit < 1:
             raise ValueError(f"limit must be >= 1, got {limit}")
-        where, params = ("WHERE chat_id = ?", (chat_id,)) if chat_id is not None else ("", ())
-        async with self._conn.execute(
-            f"SELECT * FROM refusals {where} ORDER BY id DESC LIMIT ?", (*params, limit)
-        ) as cursor:
-            rows = await cursor.fetchall()
+        if chat_id is not None and channel is None:
+            raise ValueError("a chat_id needs its channel: chats are keyed by (channel, chat_id)")
+        if chat_id is not None:
+            where, params = "WHERE channel = ? AND chat_id = ?", (channel, chat_id)
+        elif channel is not None:
+            where, params = "WHERE channel = ?", (channel,)
+        else:
+            where, params = "", ()
+        rows = await self.backend.fetchall(
+            f"SELECT * FROM refusals {where} ORDER BY id DESC LIMIT ?", (*params, limit))
         return [_refusal_from_row(row) for row in rows]
 
-    async def get_chat_settings(self, chat_id: int) -> ChatSettings:
+    async def get_chat_settings(self, channel: str, chat_id: int) -> ChatSettings:
         """The chat's settings; defaults (``auto``, ``extractive``) if it never set any."""
-        row = await self._fetchone("SELECT * FROM chat_settings WHERE chat_id = ?", (chat_id,))
+        row = await self._fetchone(
+            "SELECT * FROM chat_settings WHERE channel = ? AND chat_id = ?", (channel, chat_id))
         if row is None:
-            return ChatSettings(chat_id)
+            return ChatSettings(channel, chat_id)
         return ChatSettings(
-            row["chat_id"], row["lang"], row["mode"], datetime.fromisoformat(row["updated_at"]),
-            row["voice"],
+            row["channel"], row["chat_id"], row["lang"], row["mode"],
+            datetime.fromisoformat(row["updated_at"]), row["voice"],
         )
 
     async def set_chat_settings(
-        self, chat_id: int, lang: str | None = None, mode: str | None = None,
+        self, channel: str, chat_id: int, lang: str | None = None, mode: str | None = None,
         voice: str | None = None,
     ) -> ChatSettings:
         """Change the chat's ``lang``, ``mode`` and/or ``voice`` (None keeps the current value).
 
         Returns the settings now stored. Raises ValueError if ``lang`` is not in ``CHAT_LANGS``,
-        ``mode`` not in ``MODES`` or ``voice`` not in ``VOICE_MODES``; nothing is written then.
+        ``mode`` not in ``MODES`` or ``voice`` not in ``VOICE_MODES``, or ``channel`` is empty;
+        nothing is written then.
         """
+        _check_channel(channel)
         if lang is not None and lang not in CHAT_LANGS:
             raise ValueError(f"language {lang!r} is not one of {', '.join(CHAT_LANGS)}")
         if mode is not None and mode not in MODES:
@@ -312,26 +331,34 @@ class Database:
         async with self._transaction() as conn:
             await conn.execute(
                 """
-                INSERT INTO chat_settings (chat_id, lang, mode, voice, updated_at)
-                VALUES (?, COALESCE(?, 'auto'), COALESCE(?, 'extractive'), COALESCE(?, 'auto'), ?)
-                ON CONFLICT (chat_id) DO UPDATE SET
-                    lang = COALESCE(?, lang),
-                    mode = COALESCE(?, mode),
-                    voice = COALESCE(?, voice),
+                INSERT INTO chat_settings (channel, chat_id, lang, mode, voice, updated_at)
+                VALUES (?, ?, COALESCE(?, 'auto'), COALESCE(?, 'extractive'), COALESCE(?, 'auto'),
+                        ?)
+                ON CONFLICT (channel, chat_id) DO UPDATE SET
+                    lang = COALESCE(?, chat_settings.lang),
+                    mode = COALESCE(?, chat_settings.mode),
+                    voice = COALESCE(?, chat_settings.voice),
                     updated_at = excluded.updated_at
                 """,
-                (chat_id, lang, mode, voice, _utc_now_iso(), lang, mode, voice),
+                (channel, chat_id, lang, mode, voice, _utc_now_iso(), lang, mode, voice),
             )
-        return await self.get_chat_settings(chat_id)
+        return await self.get_chat_settings(channel, chat_id)
 
     async def count_decisions(self) -> int:
         """Number of decisions stored, across all chats."""
         row = await self._fetchone("SELECT COUNT(*) FROM decisions", ())
         return row[0]
 
-    async def _fetchone(self, sql: str, params: tuple[Any, ...]) -> aiosqlite.Row | None:
-        async with self._conn.execute(sql, params) as cursor:
-            return await cursor.fetchone()
+    async def _fetchone(self, sql: str, params: tuple[Any, ...]) -> Any | None:
+        return await self.backend.fetchone(sql, params)
+
+    async def _fetchall(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
+        return await self.backend.fetchall(sql, params)
+
+
+def _check_channel(channel: str) -> None:
+    if not isinstance(channel, str) or not channel:
+        raise ValueError(f"channel must be a non-empty name such as 'telegram', got {channel!r}")
 
 
 def _storable(text: str | None) -> str | None:
@@ -362,6 +389,7 @@ def _decision_from_row(row: aiosqlite.Row) -> StoredDecision:
     )
     return StoredDecision(
         id=row["id"],
+        channel=row["channel"],
         chat_id=row["chat_id"],
         message_id=row["message_id"],
         user_id=row["user_id"],
@@ -379,6 +407,7 @@ def _refusal_from_row(row: aiosqlite.Row) -> StoredRefusal:
     return StoredRefusal(
         id=row["id"],
         decision_id=row["decision_id"],
+        channel=row["channel"],
         chat_id=row["chat_id"],
         created_at=datetime.fromisoformat(row["created_at"]),
         status=Status(row["status"]),
@@ -387,12 +416,3 @@ def _refusal_from_row(row: aiosqlite.Row) -> StoredRefusal:
         floor=row["floor"],
         reason=row["reason"],
     )
-
-
-def _check_openable(path: Path) -> None:
-    """Raises ``sqlite3.Error`` unless ``path`` opens as an SQLite database (or a new file)."""
-    conn = sqlite3.connect(path)
-    try:
-        conn.execute("PRAGMA schema_version").fetchone()
-    finally:
-        conn.close()

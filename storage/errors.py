@@ -16,10 +16,12 @@ class StorageError(Exception):
 
 
 class DatabaseOpenError(StorageError):
-    """The database file at ``path`` cannot be opened or migrated (a folder, a file that is not
-    SQLite, no write permission, a failed migration); ``detail`` is SQLite's message."""
+    """The database at ``path`` cannot be opened or migrated (a folder, a file that is not
+    SQLite, no write permission, a PostgreSQL server out of reach or refusing the login, a failed
+    migration); ``detail`` is the driver's message. ``path`` is the SQLite file, or the
+    PostgreSQL URL without its password."""
 
-    def __init__(self, path: Path, detail: str) -> None:
+    def __init__(self, path: Path | str, detail: str) -> None:
         super().__init__(f"cannot open the database {path}: {detail}")
         self.path, self.detail = path, detail
 

@@ -1,9 +1,16 @@
-"""Numbered schema migrations, recorded in ``_migrations(name, applied_at)``.
+"""Numbered schema migrations, recorded in ``_migrations(name, applied_at)``, the same for
+SQLite and PostgreSQL.
 
 Each migration is an ``async def mNNN_description(conn)`` appended to ``MIGRATIONS`` by the
-``@migration`` decorator, in file order. ``apply_migrations`` runs the ones not yet recorded,
-each inside its own transaction together with its ``_migrations`` row, so a failing migration
-leaves neither its tables nor its record behind. Applying twice is a no-op.
+``@migration`` decorator, in file order; ``conn`` is a :class:`storage.backend.Tx` whose
+``dialect`` says which database it is. Column types come from
+:func:`storage.backend.sql_types` (``INTEGER``/``REAL`` on SQLite, ``BIGINT``/``DOUBLE
+PRECISION`` on PostgreSQL); any other dialect-specific SQL is an explicit ``if conn.dialect``.
+``apply_migrations`` runs the ones not yet recorded, each inside its own transaction together
+with its ``_migrations`` row, so a failing migration leaves neither its tables nor its record
+behind. Applying twice is a no-op, and processes starting together apply each migration once:
+on PostgreSQL the whole run holds ``pg_advisory_lock`` (:data:`MIGRATION_LOCK`), on SQLite each
+migration is checked and applied inside ``BEGIN IMMEDIATE``.
 
 Never edit a migration that has shipped: add ``m00N_...`` below it (``ALTER TABLE ... ADD
 COLUMN``, or create-copy-rename for anything SQLite cannot alter), and update the pinned schema
@@ -17,9 +24,13 @@ from datetime import UTC, datetime
 
 import aiosqlite
 
-Migration = Callable[[aiosqlite.Connection], Awaitable[None]]
+from .backend import POSTGRESQL, Backend, SqliteTx, Tx, sql_types
+
+Migration = Callable[[Tx], Awaitable[None]]
 
 MIGRATIONS: list[Migration] = []
+
+MIGRATION_LOCK = 7_240_242_024  # pg_advisory_lock key held while migrations run (any bigint)
 
 
 def migration(fn: Migration) -> Migration:
@@ -29,54 +40,70 @@ def migration(fn: Migration) -> Migration:
 
 
 async def apply_migrations(
-    conn: aiosqlite.Connection, migrations: Sequence[Migration] | None = None
+    target: Backend | Tx | aiosqlite.Connection, migrations: Sequence[Migration] | None = None
 ) -> list[str]:
     """Apply every migration in ``migrations`` (default ``MIGRATIONS``) not yet recorded.
 
-    ``conn`` must be in autocommit mode (``isolation_level=None``): transactions here are
-    explicit ``BEGIN IMMEDIATE`` … ``COMMIT``. Returns the names applied now, in order
-    (empty when the schema is current). A migration that raises is rolled back and re-raised.
+    ``target`` is an open :class:`Backend` (a connection of its own is used), a :class:`Tx` in
+    autocommit mode, or an aiosqlite connection opened with ``isolation_level=None``:
+    transactions here are explicit (``BEGIN IMMEDIATE``/``BEGIN`` … ``COMMIT``). Returns the
+    names applied now, in order (empty when the schema is current). A migration that raises is
+    rolled back and re-raised.
     """
-    await conn.execute(
+    if isinstance(target, Backend):
+        async with target.session() as tx:
+            return await apply_migrations(tx, migrations)
+    tx = SqliteTx(target) if isinstance(target, aiosqlite.Connection) else target
+    if tx.dialect == POSTGRESQL:
+        await tx.execute("SELECT pg_advisory_lock(?)", (MIGRATION_LOCK,))
+        try:
+            return await _apply(tx, migrations)
+        finally:
+            await tx.execute("SELECT pg_advisory_unlock(?)", (MIGRATION_LOCK,))
+    return await _apply(tx, migrations)
+
+
+async def _apply(tx: Tx, migrations: Sequence[Migration] | None) -> list[str]:
+    await tx.execute(
         "CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
     )
     applied = []
     for fn in MIGRATIONS if migrations is None else migrations:
         name = fn.__name__
         # Checked under the write lock, so two processes opening one file apply each once.
-        await conn.execute("BEGIN IMMEDIATE")
+        await tx.begin()
         try:
-            async with conn.execute("SELECT 1 FROM _migrations WHERE name = ?", (name,)) as cur:
-                if await cur.fetchone() is not None:
-                    await conn.execute("ROLLBACK")
-                    continue
-            await fn(conn)
-            await conn.execute(
+            if await tx.fetchone("SELECT 1 FROM _migrations WHERE name = ?", (name,)):
+                await tx.rollback()
+                continue
+            await fn(tx)
+            await tx.execute(
                 "INSERT INTO _migrations (name, applied_at) VALUES (?, ?)",
                 (name, datetime.now(UTC).isoformat(timespec="milliseconds")),
             )
         except BaseException:
-            await conn.execute("ROLLBACK")
+            await tx.rollback()
             raise
-        await conn.execute("COMMIT")
+        await tx.commit()
         applied.append(name)
     return applied
 
 
 @migration
-async def m001_create_tables(conn: aiosqlite.Connection) -> None:
+async def m001_create_tables(conn: Tx) -> None:
     """Decisions (one row per question, with its trace), refusals, per-chat settings.
 
     Times: ``created_at``/``updated_at`` are UTC ISO 8601 strings; ``*_ms`` are milliseconds.
     ``citations`` and ``trace`` are JSON lists (``Citation`` fields; ``Trace.to_list()``).
     """
+    t = sql_types(conn.dialect)
     await conn.execute(
-        """
+        f"""
         CREATE TABLE decisions (
-            id INTEGER PRIMARY KEY,
-            chat_id INTEGER NOT NULL,
-            message_id INTEGER,
-            user_id INTEGER,
+            id {t.id_pk},
+            chat_id {t.integer} NOT NULL,
+            message_id {t.integer},
+            user_id {t.integer},
             created_at TEXT NOT NULL,
             source TEXT NOT NULL CHECK (source IN ('text', 'voice', 'cli')),
             transcript TEXT,
@@ -87,38 +114,38 @@ async def m001_create_tables(conn: aiosqlite.Connection) -> None:
             answer TEXT NOT NULL,
             answer_lang TEXT NOT NULL,
             message TEXT NOT NULL,
-            top_score REAL,
-            floor REAL,
-            is_low_confidence INTEGER NOT NULL CHECK (is_low_confidence IN (0, 1)),
+            top_score {t.real},
+            floor {t.real},
+            is_low_confidence {t.integer} NOT NULL CHECK (is_low_confidence IN (0, 1)),
             citations TEXT NOT NULL,
             trace TEXT NOT NULL,
-            total_ms REAL NOT NULL,
-            stt_ms REAL,
-            reply_ms REAL
+            total_ms {t.real} NOT NULL,
+            stt_ms {t.real},
+            reply_ms {t.real}
         )
         """
     )
     await conn.execute("CREATE INDEX decisions_chat_id ON decisions (chat_id, id)")
     await conn.execute(
-        """
+        f"""
         CREATE TABLE refusals (
-            id INTEGER PRIMARY KEY,
-            decision_id INTEGER NOT NULL UNIQUE REFERENCES decisions (id) ON DELETE CASCADE,
-            chat_id INTEGER NOT NULL,
+            id {t.id_pk},
+            decision_id {t.integer} NOT NULL UNIQUE REFERENCES decisions (id) ON DELETE CASCADE,
+            chat_id {t.integer} NOT NULL,
             created_at TEXT NOT NULL,
             status TEXT NOT NULL,
             lang TEXT NOT NULL,
-            top_score REAL,
-            floor REAL,
+            top_score {t.real},
+            floor {t.real},
             reason TEXT NOT NULL
         )
         """
     )
     await conn.execute("CREATE INDEX refusals_chat_id ON refusals (chat_id, id)")
     await conn.execute(
-        """
+        f"""
         CREATE TABLE chat_settings (
-            chat_id INTEGER PRIMARY KEY,
+            chat_id {t.integer} PRIMARY KEY,
             lang TEXT NOT NULL DEFAULT 'auto' CHECK (lang IN ('auto', 'en', 'hi', 'gu', 'te')),
             mode TEXT NOT NULL DEFAULT 'extractive' CHECK (mode IN ('extractive', 'generative')),
             updated_at TEXT NOT NULL
@@ -128,7 +155,7 @@ async def m001_create_tables(conn: aiosqlite.Connection) -> None:
 
 
 @migration
-async def m002_inbox(conn: aiosqlite.Connection) -> None:
+async def m002_inbox(conn: Tx) -> None:
     """The durable inbox: every incoming Telegram update, committed before it is acknowledged;
     and ``sent_messages``, the decision behind each message the bot sent.
 
@@ -139,13 +166,14 @@ async def m002_inbox(conn: aiosqlite.Connection) -> None:
     update with the same key is never answered twice. ``payload`` is the update's JSON as
     Telegram sent it; ``received_at``/``done_at`` are UTC ISO 8601 strings.
     """
+    t = sql_types(conn.dialect)
     await conn.execute(
-        """
+        f"""
         CREATE TABLE inbox (
-            update_id INTEGER PRIMARY KEY,
-            chat_id INTEGER,
-            message_id INTEGER,
-            version INTEGER NOT NULL DEFAULT 0,
+            update_id {t.integer} PRIMARY KEY,
+            chat_id {t.integer},
+            message_id {t.integer},
+            version {t.integer} NOT NULL DEFAULT 0,
             payload TEXT NOT NULL,
             received_at TEXT NOT NULL,
             status TEXT NOT NULL DEFAULT 'pending'
@@ -162,11 +190,11 @@ async def m002_inbox(conn: aiosqlite.Connection) -> None:
     # The bot's own messages and the decision each one carried, so a reply to an answer ("why?")
     # finds that answer's decision, also after a restart.
     await conn.execute(
-        """
+        f"""
         CREATE TABLE sent_messages (
-            chat_id INTEGER NOT NULL,
-            message_id INTEGER NOT NULL,
-            decision_id INTEGER NOT NULL REFERENCES decisions (id) ON DELETE CASCADE,
+            chat_id {t.integer} NOT NULL,
+            message_id {t.integer} NOT NULL,
+            decision_id {t.integer} NOT NULL REFERENCES decisions (id) ON DELETE CASCADE,
             PRIMARY KEY (chat_id, message_id)
         )
         """
@@ -174,7 +202,7 @@ async def m002_inbox(conn: aiosqlite.Connection) -> None:
 
 
 @migration
-async def m003_chat_voice(conn: aiosqlite.Connection) -> None:
+async def m003_chat_voice(conn: Tx) -> None:
     """Per-chat spoken replies (``/voice``): ``auto`` speaks answers to voice notes only, ``on``
     every answer, ``off`` none. Existing chats get ``auto``."""
     await conn.execute(
@@ -184,7 +212,7 @@ async def m003_chat_voice(conn: aiosqlite.Connection) -> None:
 
 
 @migration
-async def m004_typed_reasons(conn: aiosqlite.Connection) -> None:
+async def m004_typed_reasons(conn: Tx) -> None:
     """Structured outcomes: ``decisions.reason`` holds the refusal's or error's
     :class:`rag.types.Reason` as JSON (code plus its numbers), ``decisions.fallback`` the
     generative fallback code, ``refusals.code`` the reason's code. Rows stored before keep NULL
@@ -195,22 +223,193 @@ async def m004_typed_reasons(conn: aiosqlite.Connection) -> None:
 
 
 @migration
-async def m005_whatsapp_messages(conn: aiosqlite.Connection) -> None:
+async def m005_whatsapp_messages(conn: Tx) -> None:
     """The WhatsApp front end's claimed messages (``storage.whatsapp.MessageStore``): one row per
     incoming message id, its JSON, ``pending`` until handled, then ``done`` with the decision it
     led to. ``IF NOT EXISTS``: earlier versions of the front end created this table themselves."""
+    t = sql_types(conn.dialect)
     await conn.execute(
-        """
+        f"""
         CREATE TABLE IF NOT EXISTS whatsapp_messages (
             message_id TEXT PRIMARY KEY,
-            chat_id INTEGER NOT NULL,
+            chat_id {t.integer} NOT NULL,
             kind TEXT NOT NULL,
             received_at TEXT NOT NULL,
             status TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'done')),
-            decision_id INTEGER,
+            decision_id {t.integer},
             outcome TEXT,
             done_at TEXT,
-            payload TEXT NOT NULL DEFAULT '{}'
+            payload TEXT NOT NULL DEFAULT '{{}}'
         )
         """
     )
+
+
+@migration
+async def m006_channels(conn: Tx) -> None:
+    """Chats keyed by ``(channel, chat_id)``, and one inbox for every channel.
+
+    ``channel`` names the front end (``telegram``, ``whatsapp``, ``console``, or any later one:
+    free text, so a new channel needs no migration). Existing rows get the channel the dashboard
+    derived for them before: a chat id that sent a WhatsApp message is ``whatsapp``, chat id 0
+    without a message id is ``console``, everything else ``telegram``.
+
+    - ``decisions`` and ``refusals`` gain ``channel``; ``chat_settings`` and ``sent_messages``
+      are rebuilt with the channel in their primary key (create, copy, drop, rename: SQLite
+      cannot alter a primary key).
+    - ``inbox`` (Telegram's updates) and ``whatsapp_messages`` become one ``inbox``: one row
+      per incoming message, unique by (``channel``, ``message_key``), the key being the
+      channel's own text id (Telegram ``<chat_id>/<message_id>/<version>``, WhatsApp the
+      ``wamid``); ``status`` ``pending`` → ``sending`` → ``done`` on every channel.
+    """
+    t = sql_types(conn.dialect)
+    derived = """CASE
+        WHEN chat_id IN (SELECT chat_id FROM whatsapp_messages) THEN 'whatsapp'
+        WHEN chat_id = 0 AND {no_message} THEN 'console'
+        ELSE 'telegram' END"""
+    await conn.execute("ALTER TABLE decisions ADD COLUMN channel TEXT NOT NULL DEFAULT 'telegram'")
+    await conn.execute("UPDATE decisions SET channel = "
+                       + derived.format(no_message="message_id IS NULL"))
+    await conn.execute("ALTER TABLE refusals ADD COLUMN channel TEXT NOT NULL DEFAULT 'telegram'")
+    await conn.execute("UPDATE refusals SET channel = (SELECT d.channel FROM decisions d "
+                       "WHERE d.id = refusals.decision_id)")
+    await conn.execute("DROP INDEX decisions_chat_id")
+    await conn.execute("DROP INDEX decisions_message")
+    await conn.execute("DROP INDEX refusals_chat_id")
+    await conn.execute("CREATE INDEX decisions_chat ON decisions (channel, chat_id, id)")
+    await conn.execute("CREATE INDEX decisions_message ON decisions (channel, chat_id, message_id)")
+    await conn.execute("CREATE INDEX refusals_chat ON refusals (channel, chat_id, id)")
+
+    await conn.execute(
+        f"""
+        CREATE TABLE chat_settings_new (
+            channel TEXT NOT NULL,
+            chat_id {t.integer} NOT NULL,
+            lang TEXT NOT NULL DEFAULT 'auto' CHECK (lang IN ('auto', 'en', 'hi', 'gu', 'te')),
+            mode TEXT NOT NULL DEFAULT 'extractive' CHECK (mode IN ('extractive', 'generative')),
+            voice TEXT NOT NULL DEFAULT 'auto' CHECK (voice IN ('auto', 'on', 'off')),
+            updated_at TEXT NOT NULL,
+            PRIMARY KEY (channel, chat_id)
+        )
+        """
+    )
+    await conn.execute(
+        "INSERT INTO chat_settings_new (channel, chat_id, lang, mode, voice, updated_at) "
+        "SELECT " + derived.format(no_message="1 = 1")
+        + ", chat_id, lang, mode, voice, updated_at FROM chat_settings")
+    await conn.execute("DROP TABLE chat_settings")
+    await conn.execute("ALTER TABLE chat_settings_new RENAME TO chat_settings")
+
+    await conn.execute(
+        f"""
+        CREATE TABLE sent_messages_new (
+            channel TEXT NOT NULL,
+            chat_id {t.integer} NOT NULL,
+            message_id {t.integer} NOT NULL,
+            decision_id {t.integer} NOT NULL REFERENCES decisions (id) ON DELETE CASCADE,
+            PRIMARY KEY (channel, chat_id, message_id)
+        )
+        """
+    )
+    await conn.execute(
+        "INSERT INTO sent_messages_new (channel, chat_id, message_id, decision_id) "
+        "SELECT 'telegram', chat_id, message_id, decision_id FROM sent_messages")
+    await conn.execute("DROP TABLE sent_messages")
+    await conn.execute("ALTER TABLE sent_messages_new RENAME TO sent_messages")
+
+    await conn.execute(
+        f"""
+        CREATE TABLE inbox_new (
+            id {t.id_pk},
+            channel TEXT NOT NULL,
+            message_key TEXT NOT NULL,
+            chat_id {t.integer},
+            payload TEXT NOT NULL,
+            received_at TEXT NOT NULL,
+            status TEXT NOT NULL DEFAULT 'pending'
+                CHECK (status IN ('pending', 'sending', 'done')),
+            decision_id {t.integer},
+            outcome TEXT,
+            done_at TEXT,
+            UNIQUE (channel, message_key)
+        )
+        """
+    )
+    await conn.execute(
+        "INSERT INTO inbox_new (channel, message_key, chat_id, payload, received_at, status, "
+        "outcome, done_at) SELECT 'telegram', CASE WHEN chat_id IS NULL OR message_id IS NULL "
+        "THEN 'update/' || CAST(update_id AS TEXT) ELSE CAST(chat_id AS TEXT) || '/' || "
+        "CAST(message_id AS TEXT) || '/' || CAST(version AS TEXT) END, chat_id, payload, "
+        "received_at, status, outcome, done_at FROM inbox ORDER BY update_id")
+    await conn.execute(
+        "INSERT INTO inbox_new (channel, message_key, chat_id, payload, received_at, status, "
+        "decision_id, outcome, done_at) SELECT 'whatsapp', message_id, chat_id, payload, "
+        "received_at, status, decision_id, outcome, done_at FROM whatsapp_messages "
+        "ORDER BY received_at")
+    await conn.execute("DROP TABLE inbox")
+    await conn.execute("DROP TABLE whatsapp_messages")
+    await conn.execute("ALTER TABLE inbox_new RENAME TO inbox")
+    await conn.execute("CREATE INDEX inbox_status ON inbox (status, id)")
+
+
+@migration
+async def m007_shared_state(conn: Tx) -> None:
+    """What replicas must agree on beyond decisions and settings (times in Unix seconds):
+
+    - ``inbox.claimed_by`` and ``inbox.lease_until_s``: which replica answers a message, until
+      when (:meth:`storage.inbox.Inbox.take`; NULL: nobody yet, or a single process that never
+      takes leases); ``inbox_chat`` finds a chat's oldest unfinished message;
+    - ``rate_events`` (one row per allowed event still in its window) and ``rate_limits`` (when a
+      key was told to wait, when last refused): :mod:`storage.ratelimit`;
+    - ``repeats``: each chat's questions within the repeat window, :mod:`storage.repeats`;
+    - ``voice_cache``: where each spoken reply's audio is, :mod:`storage.voice_index`.
+    """
+    t = sql_types(conn.dialect)
+    await conn.execute("ALTER TABLE inbox ADD COLUMN claimed_by TEXT")
+    await conn.execute(f"ALTER TABLE inbox ADD COLUMN lease_until_s {t.real}")
+    await conn.execute("CREATE INDEX inbox_chat ON inbox (channel, chat_id, status, id)")
+    await conn.execute(
+        f"""
+        CREATE TABLE rate_events (
+            id {t.id_pk},
+            key TEXT NOT NULL,
+            at_s {t.real} NOT NULL
+        )
+        """
+    )
+    await conn.execute("CREATE INDEX rate_events_key ON rate_events (key, at_s)")
+    await conn.execute("CREATE INDEX rate_events_at ON rate_events (at_s)")
+    await conn.execute(
+        f"""
+        CREATE TABLE rate_limits (
+            key TEXT PRIMARY KEY,
+            told_at_s {t.real} NOT NULL,
+            refused_at_s {t.real} NOT NULL
+        )
+        """
+    )
+    await conn.execute(
+        f"""
+        CREATE TABLE repeats (
+            chat TEXT NOT NULL,
+            question_key TEXT NOT NULL,
+            message_key TEXT,
+            at_s {t.real} NOT NULL,
+            n_repeats {t.integer} NOT NULL DEFAULT 0,
+            PRIMARY KEY (chat, question_key)
+        )
+        """
+    )
+    await conn.execute("CREATE INDEX repeats_at ON repeats (at_s)")
+    await conn.execute(
+        f"""
+        CREATE TABLE voice_cache (
+            key TEXT PRIMARY KEY,
+            location TEXT NOT NULL,
+            duration_s {t.real} NOT NULL,
+            n_bytes {t.integer} NOT NULL,
+            used_at_s {t.real} NOT NULL
+        )
+        """
+    )
+    await conn.execute("CREATE INDEX voice_cache_used ON voice_cache (used_at_s)")

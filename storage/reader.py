@@ -3,11 +3,12 @@
 Opens the bot's SQLite file with a ``mode=ro`` URI and ``PRAGMA query_only``: it never writes,
 never migrates, and in WAL mode its reads never block the bot's writes (nor wait for them).
 
-The schema has no channel column: the front end of each decision is derived from what its row
-records (:data:`CHANNEL_SQL`): ``source = 'cli'`` is the command line; a chat id that sent a
-WhatsApp message (``whatsapp_messages.chat_id``) is WhatsApp; chat id 0 without a message id is
-the console (``bot.console.CONSOLE_CHAT_ID``); everything else is Telegram. A ``channel`` column,
-once a migration adds one, takes precedence where it is set.
+Every decision records its front end in ``decisions.channel`` (migration ``m006_channels``);
+``source = 'cli'`` shows as the command line. A database the bot has not migrated yet (the
+reader never migrates) has no such column: there the channel is derived from what each row
+records: a chat id that sent a WhatsApp message (``whatsapp_messages.chat_id``) is WhatsApp;
+chat id 0 without a message id is the console; everything else is Telegram, the rule
+``m006_channels`` applies when it adds the column.
 
     async with await DecisionReader.open(Path("data/bot.sqlite3")) as reader:
         page = await reader.decisions(DecisionFilter(status="refused-no-match"))
@@ -36,7 +37,7 @@ SPEECH_STAGES: dict[str, str] = {
     "speech_to_text": "stt", "text_to_speech": "tts", "encode_voice": "tts"}
 """Trace stages of the speech services, and which service each belongs to. A failed stage has
 decision ``error`` (speech-to-text: ``Trace.timed`` saw the exception) or ``failed`` (the spoken
-reply: ``bot.voice_reply.make_voice``)."""
+reply: ``bot.chat.voice_reply.make_voice``)."""
 
 _DERIVED_CHANNEL = """CASE
     WHEN d.source = 'cli' THEN 'cli'
@@ -174,8 +175,7 @@ class RefusedQuestion:
 
 @dataclass(frozen=True, slots=True)
 class InboxBacklog:
-    """Messages received but not yet done: Telegram's ``inbox`` (``pending``/``sending``) and
-    WhatsApp's ``whatsapp_messages`` (``pending``)."""
+    """Messages received but not yet done, per channel and status (``pending``/``sending``)."""
 
     channel: str
     status: str
@@ -189,10 +189,10 @@ class DecisionReader:
                  decision_columns: set[str]) -> None:
         self._conn, self.path = conn, path
         self.has_inbox = "inbox" in tables
-        self.has_whatsapp = "whatsapp_messages" in tables
+        self.has_whatsapp = "whatsapp_messages" in tables  # before m006
         derived = _DERIVED_CHANNEL if self.has_whatsapp else _DERIVED_CHANNEL_NO_WHATSAPP
-        self.channel_sql = (f"COALESCE(d.channel, {derived})" if "channel" in decision_columns
-                            else derived)
+        self.channel_sql = ("CASE WHEN d.source = 'cli' THEN 'cli' ELSE d.channel END"
+                            if "channel" in decision_columns else derived)
         self.reason_sql = _REASON_SQL if "reason" in decision_columns else (
             "CASE WHEN d.status = 'answered' THEN 'none' ELSE 'unknown' END")
 
@@ -341,6 +341,13 @@ class DecisionReader:
     async def inbox_backlog(self) -> list[InboxBacklog]:
         """Unfinished incoming messages by channel and status (zero rows are included)."""
         out = []
+        if self.has_inbox and not self.has_whatsapp:  # m006: one inbox, every channel
+            rows = await self._all("SELECT channel, status, COUNT(*) FROM inbox WHERE status "
+                                   "<> 'done' GROUP BY channel, status", ())
+            found = {(r[0], r[1]): r[2] for r in rows}
+            channels = sorted({"telegram", "whatsapp"} | {c for c, _ in found})
+            return [InboxBacklog(c, s, found.get((c, s), 0))
+                    for c in channels for s in ("pending", "sending")]
         if self.has_inbox:
             rows = await self._all("SELECT status, COUNT(*) FROM inbox WHERE status != 'done' "
                                    "GROUP BY status", ())
@@ -388,7 +395,7 @@ def _speech_failure(r: aiosqlite.Row) -> SpeechFailure:
     if service == "stt":
         reason = json.loads(r["reason"]) if r["reason"] else {}
         kind = reason.get("key") or "unknown"
-    else:  # bot.voice_reply: "<ServiceError.reason>: <detail>"; encoding: the AudioError
+    else:  # bot.chat.voice_reply: "<ServiceError.reason>: <detail>"; encoding: the AudioError
         head = detail.split(":", 1)[0]
         kind = head if re.fullmatch(r"[a-z_]+", head) else "encode" if \
             r["stage"] == "encode_voice" else "other"

@@ -9,11 +9,18 @@ whose fixtures include a real one (:data:`REAL_FIXTURES`) is marked ``slow`` at 
 anything still asks for them.
 The ``fake_*`` fixtures (:mod:`tests.fakes`) build their index in a temporary folder in well
 under a second.
+
+Tests that need a PostgreSQL server take ``pg_url`` (a fresh database per test in one throwaway
+cluster per session, :mod:`tests.pgcluster`) or the ``postgresql`` case of ``db_target``; they
+are marked ``postgres`` and ``slow`` at collection, so the fast subset never starts a server.
+Without the server binaries they skip, saying so, unless ``VOICE_RAG_REQUIRE_POSTGRES=1``
+(``.ci/run`` sets it), where they fail.
 """
 
 from __future__ import annotations
 
 import fcntl
+import itertools
 import json
 import os
 import shutil
@@ -36,6 +43,7 @@ from standins.openai import OpenAIStandin
 from standins.sarvam import SarvamStandin
 from standins.telegram import FakeTelegram
 from tests.fakes import HashingEncoder, fake_rag_settings, fixture_passages
+from tests.pgcluster import ThrowawayCluster, find_bindir
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data" / "msmarco-xi-sample"
@@ -44,6 +52,9 @@ CACHE = Path(os.environ.get("VOICE_RAG_TEST_CACHE", Path.home() / ".cache" / "vo
 
 REAL_FIXTURES = frozenset({"encoder", "sample_index_dir", "sample_index", "settings", "pipeline"})
 """Fixtures (defined here) that load the real encoder or the index of the whole sample."""
+
+POSTGRES_FIXTURES = frozenset({"pg_cluster", "pg_url"})
+"""Fixtures (defined here) that start or use the throwaway PostgreSQL cluster."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -57,6 +68,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if any(name in closure and closure[name][-1].func.__module__ == __name__
                for name in REAL_FIXTURES):
             item.add_marker(pytest.mark.slow)
+        if any(name in closure for name in POSTGRES_FIXTURES):
+            item.add_marker(pytest.mark.slow)
+            item.add_marker(pytest.mark.postgres)
 
 
 def _refuse_in_fast_run(request: pytest.FixtureRequest) -> None:
@@ -220,3 +234,46 @@ async def sarvam() -> AsyncIterator[SarvamStandin]:
 async def llm() -> AsyncIterator[OpenAIStandin]:
     async with OpenAIStandin(api_key="llm-key") as standin:
         yield standin
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[ThrowawayCluster]:
+    """One throwaway PostgreSQL cluster for the session (~1 s to start; :mod:`tests.pgcluster`).
+    Skips when the server binaries or psycopg are missing, unless
+    ``VOICE_RAG_REQUIRE_POSTGRES=1``, where it fails."""
+    missing = None
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        missing = "psycopg is not installed (scripts/install.sh installs it)"
+    if missing is None and find_bindir() is None:
+        missing = ("PostgreSQL server binaries (initdb, pg_ctl, postgres) not found: "
+                   "apt-get install postgresql, or set PG_BIN")
+    if missing is not None:
+        if os.environ.get("VOICE_RAG_REQUIRE_POSTGRES") == "1":
+            pytest.fail(missing)
+        pytest.skip(missing)
+    cluster = ThrowawayCluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+_DATABASE_NUMBERS = itertools.count(1)
+
+
+@pytest.fixture
+def pg_url(pg_cluster) -> str:
+    """The URL of a new, empty database in the session's cluster (~0.1 s), one per test."""
+    return pg_cluster.create_database(f"test_{next(_DATABASE_NUMBERS)}")
+
+
+@pytest.fixture(params=["sqlite", pytest.param(
+    "postgresql", marks=[pytest.mark.slow, pytest.mark.postgres])])
+def db_target(request, tmp_path) -> Path | str:
+    """Where ``Database.open`` opens a new database, once per backend: an SQLite file path in
+    ``tmp_path``, then a fresh PostgreSQL database's URL."""
+    if request.param == "sqlite":
+        return tmp_path / "data" / "bot.sqlite3"
+    return request.getfixturevalue("pg_url")

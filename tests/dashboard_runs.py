@@ -17,11 +17,12 @@ from pathlib import Path
 
 import httpx
 
-from bot.app import build_application, polling
-from bot.console import chat
-from bot.services import Services
+from bot.chat.services import Services
 from bot.settings import BotSettings, Settings, TelegramSettings
-from bot.whatsapp import WhatsAppSettings, serving
+from bot.telegram.app import build_application, polling
+from bot.terminal.console import chat
+from bot.whatsapp.app import serving
+from bot.whatsapp.settings import WhatsAppSettings
 from clients.openrouter import OpenRouterSettings
 from clients.stt import SarvamSettings
 from clients.tts import SarvamTTSSettings
@@ -82,12 +83,12 @@ async def _lines(items: Iterable[str]) -> AsyncIterator[str]:
         yield item
 
 
-async def _wait_for_stage(db_path: Path, chat_id: int, stage: str) -> None:
+async def _wait_for_stage(db_path: Path, channel: str, chat_id: int, stage: str) -> None:
     """Until the chat's last decision has ``stage`` (the spoken reply's stages are added after
     the text reply went out)."""
     for _ in range(400):
         async with await Database.open(db_path) as db:
-            stored = await db.last_decision(chat_id)
+            stored = await db.last_decision(channel, chat_id)
         if stored is not None and stored.result.trace.get(stage) is not None:
             return
         await asyncio.sleep(0.05)
@@ -105,7 +106,7 @@ async def run_telegram(rag: RagSettings, pipeline: Pipeline, db_path: Path) -> N
             sarvam.enqueue_tts(Reply.error(500), Reply.error(500))
             await tg.push_voice(TELEGRAM_CHAT, make_voice_note("xbox", "en"), duration_s=2)
             await tg.wait_for("sendMessage", 1, 30)
-            await _wait_for_stage(db_path, TELEGRAM_CHAT, "text_to_speech")
+            await _wait_for_stage(db_path, "telegram", TELEGRAM_CHAT, "text_to_speech")
             sarvam.enqueue(Reply.error(500), Reply.error(500))
             await tg.push_voice(TELEGRAM_CHAT, make_voice_note("cucumber", "en"), duration_s=2)
             await tg.wait_for("sendMessage", 1, 30)

@@ -1,4 +1,4 @@
-"""bot.audio on real espeak-ng voice notes encoded as Telegram-style OGG/Opus."""
+"""bot.chat.audio on real espeak-ng voice notes encoded as Telegram-style OGG/Opus."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import wave
 
 import pytest
 
-from bot.audio import (
+from bot.chat.audio import (
+    MAX_AUDIO_BYTES,
     SARVAM_MAX_SECONDS,
-    TELEGRAM_DOWNLOAD_LIMIT_BYTES,
     AudioError,
     audio_duration_s,
     ffmpeg_available,
@@ -103,8 +103,8 @@ def test_empty_bytes_raise_audio_error_saying_empty():
 
 
 def test_audio_over_telegram_download_limit_is_refused_before_decoding():
-    with pytest.raises(AudioError, match=r"over the 20 MB Telegram download limit"):
-        transcode_to_wav(b"\0" * (TELEGRAM_DOWNLOAD_LIMIT_BYTES + 1))
+    with pytest.raises(AudioError, match=r"over the 20 MB limit"):
+        transcode_to_wav(b"\0" * (MAX_AUDIO_BYTES + 1))
 
 
 @pytest.mark.slow  # ffmpeg encodes and decodes a long note

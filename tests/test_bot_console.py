@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.console import CONSOLE_CHAT_ID, chat, handle_line, to_plain
-from bot.services import Asker, Services
+from bot.chat.render import PLAIN
+from bot.chat.services import Services
+from bot.chat.types import Asker
 from bot.settings import BotSettings, Settings, TelegramSettings
+from bot.terminal.console import CHANNEL, CONSOLE_CHAT_ID, chat, handle_line
 from clients.openrouter import OpenRouterSettings
 from clients.stt import SarvamSettings
 from standins.sarvam import Reply, SarvamStandin
@@ -48,7 +50,7 @@ async def test_console_answers_text_voice_why_and_lang(tmp_path, settings, pipel
             await chat(services, _lines(["How much does an Xbox 360 cost?", "", "/why",
                                          f"  {note}  ", "/lang te", "/quit", "not read"]),
                        out.append)
-            stored = await services.db.last_decision(CONSOLE_CHAT_ID)
+            stored = await services.db.last_decision(CHANNEL, CONSOLE_CHAT_ID)
         finally:
             await services.close()
     assert len(out) == 6
@@ -74,7 +76,7 @@ async def test_voice_note_whose_transcript_has_a_lone_surrogate_and_numeric_lang
         ), fake_pipeline)
         try:
             [reply] = await ask(services, str(note))
-            stored = await services.db.last_decision(CONSOLE_CHAT_ID)
+            stored = await services.db.last_decision(CHANNEL, CONSOLE_CHAT_ID)
         finally:
             await services.close()
     assert "Sources" in reply
@@ -96,7 +98,7 @@ async def test_voice_note_over_the_whole_note_speech_deadline_gets_speech_servic
         ), fake_pipeline)
         try:
             [reply] = await ask(services, str(note))
-            why = to_plain((await ask(services, "/why"))[0])
+            why = ((await ask(services, "/why"))[0])
         finally:
             await services.close()
     assert reply.startswith("The speech service is too slow right now."), reply
@@ -118,8 +120,8 @@ async def services(tmp_path, fake_settings, fake_pipeline) -> AsyncIterator[Serv
 
 
 async def ask(services: Services, line: str) -> list[str]:
-    reply = await handle_line(services, Asker(CONSOLE_CHAT_ID), line)
-    return reply.messages
+    reply = await handle_line(services, Asker(CHANNEL, CONSOLE_CHAT_ID), line)
+    return [PLAIN.render(text) for text in reply.messages]
 
 
 @pytest.mark.parametrize("line", [
@@ -129,7 +131,7 @@ async def ask(services: Services, line: str) -> list[str]:
 async def test_line_that_cannot_be_a_file_name_is_asked_as_a_question(services, line):
     [reply] = await ask(services, line)
     assert "Sources" in reply or "could not find" in reply, reply
-    stored = await services.db.last_decision(CONSOLE_CHAT_ID)
+    stored = await services.db.last_decision(CHANNEL, CONSOLE_CHAT_ID)
     assert stored.source == "text"
 
 
@@ -139,7 +141,7 @@ async def test_path_to_no_readable_audio_file_says_so(services, tmp_path, line):
     line = line.format(tmp=tmp_path)
     [reply] = await ask(services, line)
     assert reply.startswith(f"No audio file at {line}: it does not exist"), reply
-    assert await services.db.last_decision(CONSOLE_CHAT_ID) is None
+    assert await services.db.last_decision(CHANNEL, CONSOLE_CHAT_ID) is None
 
 
 @pytest.mark.parametrize("quote", [
@@ -153,7 +155,7 @@ async def test_dragged_and_dropped_path_with_shell_quoting_is_sent_as_a_voice_no
     note.write_bytes(make_voice_note("how much does an xbox 360 cost", "en"))
     [reply] = await ask(services, quote(str(note)))  # no SARVAM_API_KEY: refused after reading
     assert reply.startswith("The speech service is not available right now."), reply
-    assert (await services.db.last_decision(CONSOLE_CHAT_ID)).source == "voice"
+    assert (await services.db.last_decision(CHANNEL, CONSOLE_CHAT_ID)).source == "voice"
 
 
 async def test_quoted_path_to_a_missing_file_names_it_without_quotes(services, tmp_path):
@@ -167,7 +169,7 @@ async def test_file_that_fails_to_read_gets_could_not_read_and_the_session_goes_
     await chat(services, _lines(["/proc/self/mem", "/why", "How much does an Xbox 360 cost?"]),
                out.append)
     assert out[1].startswith("I could not read this audio."), out[1]
-    assert "cannot read /proc/self/mem: Input/output error" in to_plain(out[2]), out[2]
+    assert "cannot read /proc/self/mem: Input/output error" in (out[2]), out[2]
     assert "Sources" in out[3]
 
 
@@ -177,7 +179,7 @@ async def test_unknown_command_says_so_in_the_chat_language(services):
     [hindi] = await ask(services, "/foo")
     assert english.startswith("Unknown command /foo. I understand text questions")
     assert hindi.startswith("अज्ञात कमांड /foo।")
-    assert await services.db.last_decision(CONSOLE_CHAT_ID) is None
+    assert await services.db.last_decision(CHANNEL, CONSOLE_CHAT_ID) is None
     [long] = await ask(services, "/" + "x" * 5000)
     assert long.startswith("अज्ञात कमांड /" + "x" * 31 + "…।")  # cut as on Telegram
 
@@ -227,7 +229,7 @@ async def test_lang_and_mode_without_argument_show_the_current_setting_and_usage
 async def test_command_and_argument_separated_by_a_tab_or_spaces_work(services):
     """As on Telegram, whose clients split a command's arguments at any whitespace."""
     assert await ask(services, "/voice\toff") == ["Spoken replies: off. Answers come as text only."]
-    assert (await services.db.get_chat_settings(CONSOLE_CHAT_ID)).voice == "off"
+    assert (await services.db.get_chat_settings(CHANNEL, CONSOLE_CHAT_ID)).voice == "off"
     [reply] = await ask(services, "/lang   hi")
     assert reply.startswith("जवाब की भाषा"), reply
 
@@ -247,7 +249,7 @@ async def test_generative_mode_without_openrouter_key_is_set_but_says_answers_st
     confirmation, said = reply.split("\n")
     assert said == note
     assert confirmation != note
-    assert (await services.db.get_chat_settings(CONSOLE_CHAT_ID)).mode == "generative"
+    assert (await services.db.get_chat_settings(CHANNEL, CONSOLE_CHAT_ID)).mode == "generative"
 
 
 def test_python_m_bot_console_needs_no_token(tmp_path, sample_index_dir):
@@ -269,7 +271,7 @@ async def test_why_after_a_voice_note_of_unknown_duration_says_duration_unknown(
     note.write_bytes(make_voice_note("how much does an xbox 360 cost", "en"))
     [reply] = await ask(services, str(note))  # no SARVAM_API_KEY: refused after the checks
     assert reply.startswith("The speech service is not available right now.")
-    why = to_plain((await ask(services, "/why"))[0])
+    why = ((await ask(services, "/why"))[0])
     assert f"voice_checks — passed: {note.stat().st_size} bytes, duration unknown" in why
     assert "None" not in why
 
@@ -279,7 +281,7 @@ async def test_opening_services_freezes_the_loaded_objects_once(services, monkey
     # collections took 65-81 ms on the event loop's thread (scripts/bench_bot.py)
     import gc
 
-    from bot.services import freeze_loaded_objects
+    from bot.chat.services import freeze_loaded_objects
 
     assert gc.get_freeze_count() > 1000
     monkeypatch.setattr(gc, "collect", lambda *a: pytest.fail("collected a second time"))

@@ -107,7 +107,7 @@ async def test_decision_log_survives_sigkill_and_restart(tmp_path, sample_index_
                 await asyncio.sleep(0.1)
             why = await reply_to(tg, await tg.push_text(CHAT, "/why"))
             async with await Database.open(db_path) as db:
-                last = await db.last_decision(CHAT)
+                last = await db.last_decision("telegram", CHAT)
             assert why.startswith("How I decided the last answer:")
             assert f"Question: {last.result.query}" in why
             assert "relevance_guard" in why

@@ -15,8 +15,8 @@ from dataclasses import replace
 
 import pytest
 
-from bot.app import build_application, polling
 from bot.settings import BotSettings, Settings, TelegramSettings
+from bot.telegram.app import build_application, polling
 from clients.openrouter import OpenRouterSettings
 from clients.stt import SarvamSettings
 from rag.settings import RagSettings
@@ -102,7 +102,7 @@ async def push_message(tg: FakeTelegram, content: dict, *, chat_id: int = CHAT,
 
 async def last_decision(settings: Settings, chat_id: int = CHAT):
     async with await Database.open(settings.bot.db_path) as db:
-        return await db.last_decision(chat_id)
+        return await db.last_decision("telegram", chat_id)
 
 
 # ------------------------------------------------------------------------------ answers
@@ -143,7 +143,7 @@ async def test_off_corpus_question_is_refused_with_score_and_floor(real_bot, tg,
     [why] = await replies(tg)
     assert re.search(r"relevance_guard — refused: top 0\.\d{3} < floor 0\.840 \(en\)", why)
     async with await Database.open(real_bot_settings.bot.db_path) as db:
-        [row] = await db.refusals(CHAT)
+        [row] = await db.refusals("telegram", CHAT)
     assert row.status == "refused-no-match" and row.floor == pytest.approx(0.84)
 
 
@@ -364,17 +364,18 @@ async def test_tamil_voice_note_from_a_hindi_user_is_refused_in_hindi(bot, tg, s
 
 
 async def test_unknown_command_in_private_gets_a_reply_and_a_log_line(bot, tg, caplog):
-    caplog.set_level(logging.INFO, logger="bot.handlers")
+    caplog.set_level(logging.INFO, logger="bot")
     await tg.push_text(CHAT, "/foo bar")
     [reply] = await replies(tg)
     assert reply == ("Unknown command /foo. I understand text questions and voice notes; /help "
                      "lists the commands.")
-    assert "unsupported_message chat_id=4242 kind=command command=/foo" in caplog.text
+    assert "unsupported_message channel=telegram chat_id=4242 kind=command command=/foo" \
+        in caplog.text
 
 
 async def test_sticker_photo_video_note_and_document_get_a_reply_in_the_users_language(
         bot, tg, caplog):
-    caplog.set_level(logging.INFO, logger="bot.handlers")
+    caplog.set_level(logging.INFO, logger="bot.telegram.handlers")
     file = {"file_id": "F1", "file_unique_id": "U1"}
     contents = {
         "sticker": {"sticker": {**file, "type": "regular", "width": 512, "height": 512,
@@ -391,7 +392,7 @@ async def test_sticker_photo_video_note_and_document_get_a_reply_in_the_users_la
         "నేను టైప్ చేసిన ప్రశ్నలు, వాయిస్ నోట్‌లు అర్థం చేసుకుంటాను; మరిన్ని వివరాలకు /help "
         "పంపండి."] * len(contents)
     for kind in contents:
-        assert f"unsupported_message chat_id=4242 kind={kind} command=-" in caplog.text
+        assert f"unsupported_message channel=telegram chat_id=4242 kind={kind}\n" in caplog.text
 
 
 async def test_ogg_sent_as_a_document_is_answered_like_a_voice_note(bot, tg, sarvam):
@@ -429,7 +430,7 @@ async def test_sticker_in_a_group_gets_no_reply(bot, tg):
 
 
 async def test_group_messages_addressed_to_the_bot_get_a_notice_and_a_log_line(bot, tg, caplog):
-    caplog.set_level(logging.INFO, logger="bot.handlers")
+    caplog.set_level(logging.INFO, logger="bot")
     group = {"id": -1001, "type": "supergroup", "title": "G"}
     from_bot = {"message_id": 1, "date": 0, "chat": group, "from": tg.bot_user}
     for text in ("/foo@other_bot", "/foo"):  # not for this bot: ignored
@@ -444,9 +445,10 @@ async def test_group_messages_addressed_to_the_bot_get_a_notice_and_a_log_line(b
         "Unknown command /foo. I understand text questions and voice notes; /help lists the "
         "commands."]
     assert tg.methods().count("sendMessage") == 2
-    assert caplog.text.count("unsupported_message chat_id=-1001") == 2
-    assert "unsupported_message chat_id=-1001 kind=command command=/foo" in caplog.text
-    assert "unsupported_message chat_id=-1001 kind=sticker command=-" in caplog.text
+    assert caplog.text.count("unsupported_message channel=telegram chat_id=-1001") == 2
+    assert "unsupported_message channel=telegram chat_id=-1001 kind=command command=/foo" \
+        in caplog.text
+    assert "unsupported_message channel=telegram chat_id=-1001 kind=sticker\n" in caplog.text
 
 
 async def test_voice_note_with_a_caption_mentioning_the_bot_is_answered_in_a_group(
@@ -493,7 +495,7 @@ async def test_anonymous_admins_of_two_groups_have_their_own_rate_limits(
 @pytest.mark.parametrize("command", ["/foo" + "é" * 4050, "/foo-" + "x" * 4080],
                          ids=["accented", "dashed"])
 async def test_long_unknown_command_is_echoed_cut_to_32_characters(bot, tg, caplog, command):
-    caplog.set_level(logging.INFO, logger="bot.handlers")
+    caplog.set_level(logging.INFO, logger="bot")
     await tg.push_text(CHAT, command)
     [reply] = await replies(tg)
     assert reply == (f"Unknown command {command[:32]}…. I understand text questions and voice "
@@ -567,7 +569,7 @@ async def test_lang_choice_persists_and_forces_the_answer_language(bot, tg, bot_
     stored = await last_decision(bot_settings)
     assert stored.result.trace.get("language").detail == "explicit"
     async with await Database.open(bot_settings.bot.db_path) as db:
-        assert (await db.get_chat_settings(CHAT)).lang == "hi"
+        assert (await db.get_chat_settings("telegram", CHAT)).lang == "hi"
 
 
 async def test_lang_and_mode_without_argument_show_the_current_setting_and_usage(bot, tg):
@@ -641,7 +643,7 @@ async def test_rate_limit_asks_the_user_to_wait(tg, bot_settings, fake_pipeline)
 @pytest.mark.slow  # waits 1 s for further replies
 async def test_flood_gets_one_please_wait_notice_then_is_dropped_with_a_log_line(
         tg, bot_settings, fake_pipeline, caplog):
-    caplog.set_level(logging.INFO, logger="bot.update_context")
+    caplog.set_level(logging.INFO, logger="bot.chat.context")
     settings = replace(bot_settings, bot=replace(bot_settings.bot, rate_limit_n=2,
                                                  rate_limit_window_s=60))
     async with running(settings, fake_pipeline):
@@ -660,7 +662,7 @@ async def test_flood_gets_one_please_wait_notice_then_is_dropped_with_a_log_line
     assert caplog.text.count("reply=notice") == 1 and caplog.text.count("reply=dropped") == 5
     assert await last_decision(settings) is None
     async with await Database.open(settings.bot.db_path) as db:
-        assert (await db.get_chat_settings(CHAT)).lang == "auto"  # /lang was dropped
+        assert (await db.get_chat_settings("telegram", CHAT)).lang == "auto"  # /lang was dropped
 
 
 async def test_why_counts_against_the_rate_limit(tg, bot_settings, fake_pipeline):
@@ -703,7 +705,7 @@ async def test_group_chat_ignores_plain_messages_and_answers_mentions(bot, tg):
 @pytest.mark.slow  # waits 1 s for further replies
 async def test_allow_list_refusals_count_against_the_rate_limit(tg, bot_settings, fake_pipeline,
                                                                  caplog):
-    caplog.set_level(logging.WARNING, logger="bot.handlers")
+    caplog.set_level(logging.WARNING, logger="bot.chat.context")
     settings = replace(bot_settings, bot=replace(bot_settings.bot, allowed_user_ids=(CHAT,),
                                                  rate_limit_n=2, rate_limit_window_s=60))
     async with running(settings, fake_pipeline):
@@ -724,6 +726,31 @@ async def test_overall_rate_below_one_message_a_second_still_answers(tg, bot_set
         await tg.push_text(CHAT, XBOX)
         [answer] = await replies(tg)
     assert "Sources" in answer
+
+
+async def test_a_stranger_sending_50_messages_in_a_minute_gets_at_most_the_limit_of_replies(
+        tg, bot_settings, fake_pipeline):
+    settings = replace(bot_settings, bot=replace(bot_settings.bot, allowed_user_ids=(CHAT,),
+                                                 rate_limit_n=5, rate_limit_window_s=60))
+    async with running(settings, fake_pipeline):
+        for n in range(50):
+            await tg.push_text(CHAT + 1, f"{XBOX} {n}")
+        await replies(tg, 5)
+        await tg.push_text(CHAT, "/help")  # the allowed user is still answered after them
+        await wait_for_n(tg, 6)
+    texts = [shown(c) for c in tg.calls if c.method == "sendMessage"]
+    assert texts[:5] == ["Sorry, this bot is private."] * 5 and "Ask me a question" in texts[5]
+    assert len(texts) == 6 and "sendChatAction" not in tg.methods()
+    assert await last_decision(settings, CHAT + 1) is None
+
+
+async def wait_for_n(tg: FakeTelegram, n: int, timeout_s: float = 20) -> None:
+    """Until ``n`` messages were sent in all."""
+    for _ in range(int(timeout_s / 0.05)):
+        if tg.methods().count("sendMessage") >= n:
+            return
+        await asyncio.sleep(0.05)
+    raise TimeoutError(f"fewer than {n} messages sent")
 
 
 async def test_allow_list_refuses_other_users(tg, bot_settings, fake_pipeline):

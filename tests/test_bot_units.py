@@ -8,21 +8,21 @@ from pathlib import Path
 import pytest
 from telegram import Chat, File, Message, MessageEntity, User
 
+from bot.chat.commands import Command, parse_command
+from bot.chat.ratelimit import RateLimiter, RateVerdict
+from bot.chat.render import PLAIN, Span, Text
+from bot.chat.types import Asker, script_language, ui_language
 from bot.cli import main
-from bot.console import to_plain
 from bot.errors import SettingsError, StartupError, VoiceDownloadError
-from bot.handlers import download
-from bot.incoming import (
+from bot.settings import Settings
+from bot.startup import check_startup
+from bot.telegram.handlers import download
+from bot.telegram.incoming import (
     asker_of,
     is_for_bot,
     message_kind,
     question_text,
-    unknown_command,
 )
-from bot.ratelimit import RateLimiter, RateVerdict
-from bot.services import Asker, script_language, ui_language
-from bot.settings import Settings
-from bot.startup import check_startup
 
 BOT_ID, BOT_NAME = 999, "voicerag_test_bot"
 
@@ -107,17 +107,29 @@ def test_group_reply_to_the_bot_is_a_question():
     assert not is_for_bot(_message("", "group"), BOT_NAME, BOT_ID)
 
 
-def test_unknown_command_is_the_first_word_without_the_bot_name():
-    assert unknown_command(_message(f"/foo@{BOT_NAME} bar")) == "/foo"
-    assert unknown_command(_message("/")) is None
-    assert unknown_command(_message("what is /foo")) is None
+def test_a_command_is_the_first_word_without_the_bot_name():
+    assert parse_command(f"/Foo@{BOT_NAME} bar") == Command("foo", "bar", "/Foo")
+    assert parse_command("/") is None
+    assert parse_command("what is /foo") is None
+    assert parse_command("/voice\toff") == Command("voice", "off", "/voice")
     assert message_kind(_message("/foo")) == "command"
     assert message_kind(_message("hello")) == "text"
 
 
 def test_long_unknown_command_is_cut_to_32_characters():
-    assert unknown_command(_message("/foo-" + "x" * 4080)) == "/foo-" + "x" * 27 + "…"
-    assert unknown_command(_message("/" + "a" * 31)) == "/" + "a" * 31
+    assert parse_command("/foo-" + "x" * 4080).typed == "/foo-" + "x" * 27 + "…"
+    assert parse_command("/" + "a" * 31).typed == "/" + "a" * 31
+
+
+def test_bare_commands_only_where_the_channel_has_no_menu():
+    assert parse_command("why") is None
+    assert parse_command("why", bare_words=True) == Command("why", None, "/why")
+    assert parse_command("Why?", bare_words=True).name == "why"
+    assert parse_command("lang hi", bare_words=True) == Command("lang", "hi", "/lang")
+    assert parse_command("HELP", bare_words=True).name == "help"
+    assert parse_command("why is the sky blue", bare_words=True) is None
+    assert parse_command("language of the people", bare_words=True) is None
+    assert parse_command("", bare_words=True) is None
 
 
 def test_group_message_is_for_the_bot_only_as_its_command_a_reply_or_a_mention():
@@ -136,11 +148,11 @@ def test_asker_carries_chat_user_message_and_interface_language():
 
 
 def test_ui_language_prefers_chat_choice_then_script_then_telegram_language():
-    asker = Asker(1, 1, language_code="te-IN")
+    asker = Asker("telegram", 1, 1, language_code="te-IN")
     assert ui_language("gu", asker, "hi") == "gu"
     assert ui_language("auto", asker, "hi") == "hi"
     assert ui_language("auto", asker) == "te"
-    assert ui_language("auto", Asker(1, 1, language_code="fr")) == "en"
+    assert ui_language("auto", Asker("telegram", 1, 1, language_code="fr")) == "en"
 
 
 @pytest.mark.parametrize(("text", "lang"), [
@@ -208,9 +220,10 @@ def test_a_malformed_setting_stops_start_up_with_one_line_naming_it(monkeypatch,
     assert err.startswith(f"error: {variable} must be ") and err.count("\n") == 1
 
 
-def test_console_shows_html_as_plain_text():
-    assert to_plain("<b>Sources</b>\n1. <code>en-1-0</code> &amp; &lt;x&gt;") == \
-        "Sources\n1. en-1-0 & <x>"
+def test_plain_markup_writes_text_as_is():
+    text = Text((Span("Sources", "bold"), Span("\n1. "), Span("en-1-0", "code"),
+                 Span(" & <x>")))
+    assert PLAIN.render(text) == str(text) == "Sources\n1. en-1-0 & <x>"
 
 
 async def test_download_of_a_file_without_file_path_is_a_voice_download_error():

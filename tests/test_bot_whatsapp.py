@@ -7,6 +7,7 @@ answer from the shared-sample index (slow).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -19,17 +20,14 @@ from dataclasses import replace
 import httpx
 import pytest
 
-from bot.ratelimit import RateLimiter
-from bot.repeats import RepeatFilter
-from bot.services import Services
+from bot.chat.ratelimit import RateLimiter
+from bot.chat.render import Span, Text
+from bot.chat.repeats import RepeatFilter
+from bot.chat.services import Services
 from bot.settings import BotSettings, Settings, TelegramSettings
-from bot.whatsapp import (
-    WhatsAppSettings,
-    plain_command,
-    serving,
-    split_text,
-    to_whatsapp,
-)
+from bot.whatsapp.app import serving, whatsapp_policy
+from bot.whatsapp.markup import split_text, to_whatsapp
+from bot.whatsapp.settings import WhatsAppSettings
 from clients.openrouter import OpenRouterSettings
 from clients.stt import SarvamSettings
 from standins.sarvam import Reply
@@ -111,6 +109,12 @@ def bodies(graph: FakeGraph) -> list[str]:
     return [s.body["text"]["body"] for s in graph.delivered("text")]
 
 
+
+async def outcome(front, wamid: str) -> str | None:
+    """The stored outcome of message ``wamid``, without its decision id."""
+    item = await front.inbox.store.get("whatsapp", wamid)
+    return None if item is None else re.sub(r" decision_id=\S+", "", item.outcome)
+
 async def decisions(db_path) -> int:
     async with await Database.open(db_path) as db:
         return await db.count_decisions()
@@ -141,7 +145,7 @@ async def test_bad_signature_is_refused_with_403_and_nothing_recorded(front, gra
     assert unsigned.status_code == 403
     await front.drain()
     assert graph.sent == [] and await decisions(bot_settings.bot.db_path) == 0
-    assert await front.store.get("wamid.forged") is None
+    assert await front.inbox.store.get("whatsapp", "wamid.forged") is None
 
 
 async def post_body(front, body: bytes) -> httpx.Response:
@@ -171,12 +175,12 @@ async def test_signed_but_malformed_payloads_get_no_500_and_good_messages_beside
         {"id": "wamid.long", "from": "9" * 40, "type": "text", "text": {"body": "help"}},
         {"id": "wamid.arabic", "from": "٩١٩٨٠٠", "type": "text", "text": {"body": "help"}}]
     value["statuses"] = ["x", {"id": "wamid.out.1", "status": "failed", "errors": ["x"]}]
-    with caplog.at_level(logging.WARNING, logger="bot.whatsapp"):
+    with caplog.at_level(logging.WARNING, logger="bot.whatsapp.app"):
         response = await post(front, payload)
     assert response.status_code == 200
     [reply] = graph.delivered()  # only the well-formed message, to the sender's own number
     assert reply.body["to"] == WA_ID and "Hello" in reply.body["text"]["body"]
-    assert (await front.store.get("wamid.good"))["outcome"] == "replied n=1"
+    assert await outcome(front, "wamid.good") == "replied n_messages=1"
     assert caplog.text.count("webhook_skipped") >= 5
     # a lone surrogate (valid JSON, not storable as UTF-8) is read as U+FFFD and answered
     message = f'{XBOX} \\ud83d'.encode()
@@ -213,23 +217,23 @@ async def test_media_lookup_without_a_url_gets_could_not_download(front, graph):
     graph.fail_next(200, code=0, message="not a media object")  # 200, but no url in it
     await post(front, audio_message(WA_ID, "MEDIA-odd", message_id="wamid.odd"))
     assert "could not download" in bodies(graph)[0], bodies(graph)
-    assert (await front.store.get("wamid.odd"))["outcome"] == "replied n=1"
+    assert await outcome(front, "wamid.odd") == "replied n_messages=1"
 
 
 async def test_a_reaction_to_an_answer_is_logged_not_answered(front, graph, caplog):
-    with caplog.at_level(logging.INFO, logger="bot.whatsapp"):
+    with caplog.at_level(logging.INFO, logger="bot.whatsapp.app"):
         await post(front, other_message(WA_ID, "reaction", {"message_id": "wamid.out.1",
                                                             "emoji": "👍"},
                                         message_id="wamid.thumb"))
     assert graph.sent == []
-    assert (await front.store.get("wamid.thumb"))["outcome"] == "no_reply"
+    assert await outcome(front, "wamid.thumb") == "dropped"
     assert "reaction frontend=whatsapp chat_id=919800000001" in caplog.text
 
 
 async def test_verification_log_line_cannot_be_forged_through_the_query(front, caplog):
-    with caplog.at_level(logging.WARNING, logger="bot.whatsapp"):
+    with caplog.at_level(logging.WARNING, logger="bot.whatsapp.app"):
         response = await front.http.get("/webhook", params={
-            "hub.mode": "x\n2026-12-01 INFO bot.whatsapp webhook_verified"})
+            "hub.mode": "x\n2026-12-01 INFO bot.whatsapp.app webhook_verified"})
     assert response.status_code == 403
     [record] = [r for r in caplog.records if "webhook_verify_refused" in r.getMessage()]
     assert "\n" not in record.getMessage()
@@ -246,12 +250,13 @@ async def test_text_question_is_answered_with_citations_in_whatsapp_formatting(
     assert "*Sources*" in answer and CITATION.search(answer), answer
     assert "<" not in answer and "&amp;" not in answer
     assert graph.delivered()[0].body["to"] == WA_ID
-    row = await front.store.get("wamid.q1")
-    assert row["status"] == "done" and row["chat_id"] == int(WA_ID)
-    assert row["decision_id"] is not None and row["outcome"] == "replied n=1"
+    row = await front.inbox.store.get("whatsapp", "wamid.q1")
+    assert row.status == "done" and row.chat_id == int(WA_ID)
+    assert row.decision_id is not None and await outcome(front, "wamid.q1") == \
+        "replied n_messages=1"
     async with await Database.open(bot_settings.bot.db_path) as db:
-        stored = await db.last_decision(int(WA_ID))
-    assert stored.id == row["decision_id"] and stored.source == "text"
+        stored = await db.last_decision("whatsapp", int(WA_ID))
+    assert stored.id == row.decision_id and stored.source == "text"
     assert stored.reply_ms is not None
 
 
@@ -267,14 +272,14 @@ async def test_hindi_voice_note_answered_in_devanagari_then_why_shows_the_chain(
     assert len(DEVANAGARI.findall(answer)) > 40
     assert graph.media_lookups == ["MEDIA-hi-1"] and graph.downloads == ["MEDIA-hi-1"]
     async with await Database.open(bot_settings.bot.db_path) as db:
-        stored = await db.last_decision(int(WA_ID))
+        stored = await db.last_decision("whatsapp", int(WA_ID))
     assert stored.source == "voice" and stored.transcript == CUCUMBER_HI
     # a voice note back (voice auto): Sarvam's speech as OGG/Opus, uploaded, sent after the text
     text_sent, [voice_sent] = graph.delivered("text")[0], graph.delivered("audio")
     assert voice_sent.at_s > text_sent.at_s and voice_sent.body["to"] == WA_ID
     ogg = graph.media_bytes(voice_sent.body["audio"]["id"])
     assert ogg[:4] == b"OggS" and b"OpusHead" in ogg[:100]
-    assert (await front.store.get("wamid.v1"))["outcome"] == "replied n=1 voice=ok"
+    assert await outcome(front, "wamid.v1") == "replied n_messages=1 voice=ok"
 
     await post(front, text_message(WA_ID, "why"))
     why = bodies(graph)[1]
@@ -307,35 +312,35 @@ async def test_other_types_get_the_notice_and_commands_work_as_plain_words(front
 
 async def test_429_is_honoured_then_the_reply_goes_out(front, graph, caplog):
     graph.fail_next(429, retry_after_s=0.3)
-    with caplog.at_level(logging.INFO, logger="bot.whatsapp_graph"):
+    with caplog.at_level(logging.INFO, logger="bot.whatsapp.graph"):
         await post(front, text_message(WA_ID, XBOX, message_id="wamid.busy"))
     refused, delivered = graph.sent
     assert refused.status == 429 and delivered.status == 200
     assert delivered.at_s - refused.at_s >= 0.3  # the server's Retry-After, not the 0.05 s base
     assert "kind=rate_limited" in caplog.text and "wait_s=0.30" in caplog.text
-    assert (await front.store.get("wamid.busy"))["outcome"] == "replied n=1"
+    assert await outcome(front, "wamid.busy") == "replied n_messages=1"
 
 
 async def test_closed_window_and_bad_token_are_logged_not_retried(front, graph, caplog):
     graph.close_window(WA_ID)
-    with caplog.at_level(logging.WARNING, logger="bot.whatsapp"):
+    with caplog.at_level(logging.WARNING, logger="bot.whatsapp.app"):
         await post(front, text_message(WA_ID, XBOX, message_id="wamid.late"))
     assert [s.status for s in graph.sent] == [400]
     assert "kind=window_closed" in caplog.text
-    assert (await front.store.get("wamid.late"))["outcome"] == "send_failed kind=window_closed"
+    assert await outcome(front, "wamid.late") == "send_failed kind=window_closed"
     graph.sent.clear()
     graph._closed.clear()
     graph.fail_next(401, times=5)
     await post(front, text_message(WA_ID, "help", message_id="wamid.token"))
     assert [s.status for s in graph.sent] == [401]
-    assert (await front.store.get("wamid.token"))["outcome"] == "send_failed kind=unauthorized"
+    assert await outcome(front, "wamid.token") == "send_failed kind=unauthorized"
 
 
 async def test_5xx_retried_up_to_max_attempts(front, graph):
     graph.fail_next(503, times=5)
     await post(front, text_message(WA_ID, "help", message_id="wamid.down"))
     assert [s.status for s in graph.sent] == [503, 503, 503]
-    assert (await front.store.get("wamid.down"))["outcome"] == "send_failed kind=server_error"
+    assert await outcome(front, "wamid.down") == "send_failed kind=server_error"
 
 
 async def test_expired_media_url_is_looked_up_again_and_oversize_audio_refused(
@@ -361,7 +366,7 @@ async def test_expired_media_url_is_looked_up_again_and_oversize_audio_refused(
     assert graph.downloads.count("MEDIA-big") == 0  # refused by the lookup's file_size
     assert "0.001 MB" in bodies(graph)[2], bodies(graph)[2]
     async with await Database.open(bot_settings.bot.db_path) as db:
-        stored = await db.last_decision(int(WA_ID))
+        stored = await db.last_decision("whatsapp", int(WA_ID))
     assert stored.result.trace.get("voice").decision == "voice_too_big"
 
 
@@ -369,12 +374,13 @@ async def test_message_claimed_before_a_crash_is_answered_at_the_next_start(fron
     [[change]] = [e["changes"] for e in text_message(WA_ID, XBOX, message_id="wamid.crash")
                   ["entry"]]
     [message] = change["value"]["messages"]
-    assert await front.store.claim(message)  # stored before the 200, then the process died
+    # stored before the 200, then the process died
+    assert await front.inbox.claim("wamid.crash", int(WA_ID), json.dumps(message))
     async with serving(front.services, front.wa) as (restarted, _url):
         await restarted.drain()
     [answer] = bodies(graph)
     assert "*Sources*" in answer
-    assert (await front.store.get("wamid.crash"))["outcome"] == "replied n=1"
+    assert await outcome(front, "wamid.crash") == "replied n_messages=1"
     await post(front, text_message(WA_ID, XBOX, message_id="wamid.crash"))  # Meta retries
     assert len(graph.delivered()) == 1
 
@@ -389,6 +395,7 @@ async def test_a_question_delivered_late_gets_an_apology_not_an_answer(front, gr
 
 async def test_allow_list_by_number(front, graph, wa):
     front.wa = replace(wa, allowed_numbers=("14155550100",))
+    front.services.channels["whatsapp"] = whatsapp_policy(front.wa)
     await post(front, text_message(WA_ID, XBOX))
     await post(front, text_message("14155550100", "help"))
     refused, allowed = graph.delivered()
@@ -396,8 +403,23 @@ async def test_allow_list_by_number(front, graph, wa):
     assert allowed.body["to"] == "14155550100" and "Hello" in allowed.body["text"]["body"]
 
 
+async def test_a_stranger_sending_50_messages_in_a_minute_gets_at_most_the_limit_of_replies(
+        front, graph, wa, bot_settings):
+    front.services.limiter = RateLimiter(5, 60.0)
+    front.wa = replace(wa, allowed_numbers=("14155550100",))
+    front.services.channels["whatsapp"] = whatsapp_policy(front.wa)
+    for n in range(50):
+        await post(front, text_message(WA_ID, f"{XBOX} {n}", message_id=f"wamid.s{n}"))
+    await front.drain()
+    assert [d.body["to"] for d in graph.delivered()] == [WA_ID] * 5
+    assert all("private" in body for body in bodies(graph))
+    assert await decisions(bot_settings.bot.db_path) == 0
+    assert [await outcome(front, f"wamid.s{n}") for n in (0, 5, 49)] == [
+        "replied n_messages=1", "dropped", "dropped"]
+
+
 async def test_failed_delivery_status_is_logged_and_nothing_answered(front, graph, caplog):
-    with caplog.at_level(logging.WARNING, logger="bot.whatsapp"):
+    with caplog.at_level(logging.WARNING, logger="bot.whatsapp.app"):
         response = await post(front, status_update(WA_ID, "wamid.out.7"))
     assert response.status_code == 200 and graph.sent == []
     assert "whatsapp_delivery_failed chat_id=919800000001 message_id=wamid.out.7 code=131047" \
@@ -408,7 +430,7 @@ async def test_graph_timeouts_are_retried_then_given_up(front, graph, wa):
     front.graph._http.timeout = httpx.Timeout(0.2)
     graph.delay_s = 0.5
     await post(front, text_message(WA_ID, "help", message_id="wamid.slow"))
-    assert (await front.store.get("wamid.slow"))["outcome"] == "send_failed kind=server_error"
+    assert await outcome(front, "wamid.slow") == "send_failed kind=server_error"
     assert graph.n_requests == wa.max_attempts  # each attempt timed out at 0.2 s
 
 
@@ -426,11 +448,11 @@ async def test_a_bug_while_answering_gets_an_apology_and_is_stored(front, graph,
     async def broken(*_args):
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr("bot.whatsapp.answer_text", broken)
+    monkeypatch.setattr("bot.whatsapp.app.reply_to_text", broken)
     await post(front, text_message(WA_ID, XBOX, message_id="wamid.bug"))
     [apology] = bodies(graph)
     assert "Something went wrong on my side" in apology
-    assert (await front.store.get("wamid.bug"))["outcome"] == "error"
+    assert await outcome(front, "wamid.bug") == "error"
     assert "whatsapp_error chat_id=919800000001 message_id=wamid.bug" in caplog.text
 
 
@@ -438,23 +460,15 @@ async def test_a_bug_while_answering_gets_an_apology_and_is_stored(front, graph,
 
 
 def test_to_whatsapp_and_split_text():
-    assert to_whatsapp("<b>Sources</b>\n1. <code>en-1-2</code> · <i>a &lt;b&gt; &amp; c</i>") \
-        == "*Sources*\n1. ```en-1-2``` · _a <b> & c_"
+    text = Text((Span("Sources", "bold"), Span("\n1. "), Span("en-1-2", "code"), Span(" · "),
+                 Span("a <b> & c", "italic")))
+    assert to_whatsapp(text) == ["*Sources*\n1. ```en-1-2``` · _a <b> & c_"]
     long = "\n\n".join(["word " * 300] * 4)  # 4 paragraphs of 1,500 characters
     pieces = split_text(long)
     assert all(len(p) <= 4096 for p in pieces) and len(pieces) == 2
     assert "".join(pieces).replace(" ", "").replace("\n", "") == \
         long.replace(" ", "").replace("\n", "")
     assert split_text("x" * 5000) == ["x" * 4096, "x" * 904]
-
-
-def test_plain_command():
-    assert plain_command("why") == ("why", None) and plain_command("Why?") == ("why", None)
-    assert plain_command("/why") == ("why", None) and plain_command("lang hi") == ("lang", "hi")
-    assert plain_command("/lang hi") == ("lang", "hi") and plain_command("HELP") == ("help", None)
-    assert plain_command("why is the sky blue") is None
-    assert plain_command("language of the people") is None and plain_command("") is None
-    assert plain_command("/foo bar") == ("foo", "bar")
 
 
 def test_bench_whatsapp_runs_and_reports_both_phases(sample_index_dir, tmp_path):

@@ -109,7 +109,7 @@ async def test_metrics_parse_and_match_the_decision_log_after_bot_runs(bot_db):
     backlog = {(s.labels["channel"], s.labels["status"]): s.value
                for s in families["voice_rag_inbox_backlog"].samples}
     assert backlog == {("telegram", "pending"): 0, ("telegram", "sending"): 0,
-                       ("whatsapp", "pending"): 0}
+                       ("whatsapp", "pending"): 0, ("whatsapp", "sending"): 0}
 
 
 # ---------------------------------------------------------------------------------- pages
@@ -325,7 +325,8 @@ async def test_reader_is_read_only_and_never_blocks_the_bot(tmp_path, bot_db):
 
     db_path = tmp_path / "live.sqlite3"
     async with await Database.open(db_path) as db:
-        await db.record_decision(7, 1, 7, "text", Result(Status.ANSWERED, "q", "en", answer="a"))
+        await db.record_decision("telegram", 7, 1, 7, "text",
+                                 Result(Status.ANSWERED, "q", "en", answer="a"))
         async with await DecisionReader.open(db_path) as reader:
             with pytest.raises(sqlite3.OperationalError, match="readonly|read-only"):
                 await reader._conn.execute("DELETE FROM decisions")
@@ -333,7 +334,8 @@ async def test_reader_is_read_only_and_never_blocks_the_bot(tmp_path, bot_db):
             async with reader._conn.execute("SELECT id FROM decisions") as cursor:
                 await cursor.fetchone()
                 await asyncio.wait_for(db.record_decision(
-                    7, 2, 7, "text", Result(Status.ERROR, "q2", "en", message="boom")), 2)
+                    "telegram", 7, 2, 7, "text",
+                    Result(Status.ERROR, "q2", "en", message="boom")), 2)
             page = await reader.decisions(DecisionFilter())
     assert [r.query for r in page.rows] == ["q2", "q"]
     assert [r.channel for r in page.rows] == ["telegram", "telegram"]
@@ -359,7 +361,7 @@ async def test_stage_timings_keep_settled_decisions_and_read_only_newer_ones(tmp
     trace.add("search", "5 hits", "", 2.0)
     async with await Database.open(db_path) as db:
         for _ in range(3):
-            await db.record_decision(7, None, 7, "text", Result(
+            await db.record_decision("telegram", 7, None, 7, "text", Result(
                 Status.ANSWERED, "q", "en", answer="a", trace=trace))
     with sqlite3.connect(db_path) as conn:  # recorded an hour ago: settled
         conn.execute("UPDATE decisions SET created_at = ?", (
@@ -370,7 +372,7 @@ async def test_stage_timings_keep_settled_decisions_and_read_only_newer_ones(tmp
         assert await reader.settled_id(SETTLE_S) == 3
         async with await Database.open(db_path) as db:
             trace.stages[0] = replace(trace.stages[0], elapsed_ms=9.0)
-            await db.record_decision(7, None, 7, "text", Result(
+            await db.record_decision("telegram", 7, None, 7, "text", Result(
                 Status.ANSWERED, "q", "en", answer="a", trace=trace))
         again = await timings.all(reader)
         assert again["search"] == [2.0, 2.0, 2.0, 9.0] and again["pipeline_total"][-1] == 9.0
@@ -381,7 +383,7 @@ async def test_csv_export_defuses_questions_that_look_like_formulas(tmp_path):
     db_path = tmp_path / "formula.sqlite3"
     async with await Database.open(db_path) as db:
         for query in ('=HYPERLINK("http://evil.example","x")', "+1 555", "what is 2-1"):
-            await db.record_decision(7, None, 7, "text", Result(
+            await db.record_decision("telegram", 7, None, 7, "text", Result(
                 Status.REFUSED_NO_MATCH, query, "en", top_score=0.1, floor=0.25,
                 message="top 0.100 < floor 0.250 (en)"))
     async with client(create_app(settings_for(db_path))) as http:

@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from bot.followups import reply_kind
-from bot.repeats import RepeatFilter
+from bot.chat.followups import reply_kind
+from bot.chat.repeats import RepeatFilter
 from tests.test_bot_telegram import (  # noqa: F401  (fixtures)
     CHAT,
     PM,
@@ -35,7 +35,7 @@ def sent_to(tg, message_id: int) -> list:
 @pytest.mark.slow  # waits 1 s for further replies
 async def test_five_identical_questions_in_a_second_get_one_answer_and_one_pointer(
         bot, tg, caplog):
-    caplog.set_level(logging.INFO, logger="bot.questions")
+    caplog.set_level(logging.INFO, logger="bot.chat.questions")
     pushed = [await tg.push_text(CHAT, XBOX if i % 2 else XBOX.lower().rstrip("?"))
               for i in range(5)]
     await tg.wait_for("sendMessage", 2, timeout=30)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.ask import ask_once
+from bot.terminal.ask import ask_once
 from clients.openrouter import OpenRouterClient, OpenRouterSettings
 from rag.answering import Answerer
 from rag.corpus import read_passages

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
 import signal
 import sqlite3
+import sys
 import time
 from collections import Counter
+from pathlib import Path
 
 import httpx
 import pytest
@@ -19,7 +22,9 @@ import pytest
 import tests.test_bot_telegram as tbt
 from standins.telegram import FakeTelegram
 from standins.voice_notes import tools_available
-from tests.test_bot_process import bot_env, bot_process, free_port
+from standins.whatsapp import FakeGraph, encode, sign, text_message
+from tests.pgcluster import query_rows
+from tests.test_bot_process import ROOT, bot_env, bot_process, free_port
 from tests.test_bot_telegram import bot, bot_settings  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.skipif(not tools_available(), reason="needs ffmpeg")
@@ -56,7 +61,7 @@ async def wait_until(predicate, timeout_s: float, step_s: float = 0.005) -> bool
     return True
 
 
-async def kill_between_replies(proc, tg: FakeTelegram, db_path) -> None:
+async def kill_between_replies(proc, tg: FakeTelegram, db_target) -> None:
     """SIGKILL ``proc`` at a moment when no reply is half-sent: frozen with SIGSTOP, given
     0.1 s for what it already wrote to reach the server, then killed if every reply it marked
     ``sending`` (or done) has arrived, else let run 5 ms more. A reply whose request left the
@@ -67,10 +72,9 @@ async def kill_between_replies(proc, tg: FakeTelegram, db_path) -> None:
     while True:
         proc.send_signal(signal.SIGSTOP)
         await asyncio.sleep(0.1)
-        with sqlite3.connect(db_path) as conn:
-            n_marked = conn.execute(
-                "SELECT COUNT(*) FROM inbox WHERE status = 'sending' OR outcome LIKE 'replied%'"
-            ).fetchone()[0]
+        [(n_marked,)] = query_rows(
+            db_target, "SELECT COUNT(*) FROM inbox WHERE status = 'sending' OR outcome LIKE ?",
+            ("replied%",))
         if n_marked == len(replies_by_message(tg)) or time.monotonic() > deadline:
             proc.send_signal(signal.SIGKILL)
             assert await asyncio.wait_for(proc.wait(), 10) == -signal.SIGKILL
@@ -80,20 +84,24 @@ async def kill_between_replies(proc, tg: FakeTelegram, db_path) -> None:
 
 
 async def test_sigkill_mid_burst_then_restart_answers_every_question_exactly_once(
-        tmp_path, sample_index_dir):
-    db_path, log_path = tmp_path / "bot.sqlite3", tmp_path / "bot.log"
+        tmp_path, sample_index_dir, db_target):
+    """On SQLite (``BOT_DB_PATH``) and on PostgreSQL (``BOT_DATABASE_URL``)."""
+    log_path = tmp_path / "bot.log"
     async with FakeTelegram() as tg:
-        env = bot_env(tg, sample_index_dir, db_path)
+        if isinstance(db_target, Path):
+            env = bot_env(tg, sample_index_dir, db_target)
+        else:
+            env = bot_env(tg, sample_index_dir, tmp_path / "unused.sqlite3") | {
+                "BOT_DATABASE_URL": db_target}
         async with bot_process(tg, env, log_path) as proc:
             updates = [await tg.push_text(CHAT, q) for q in BURST]
             # the moment the issue describes: the whole batch confirmed to Telegram (the next
             # getUpdates offset went out) and the first reply sent, the rest still in the works
             assert await wait_until(lambda: not tg.pending_updates and replies_by_message(tg),
                                     timeout_s=60)
-            await kill_between_replies(proc, tg, db_path)
+            await kill_between_replies(proc, tg, db_target)
         before = replies_by_message(tg)
-        with sqlite3.connect(db_path) as conn:
-            decided_before_kill = {i for (i,) in conn.execute("SELECT id FROM decisions")}
+        decided_before_kill = {i for (i,) in query_rows(db_target, "SELECT id FROM decisions")}
         print(f"answered before SIGKILL: {sum(before.values())} of {len(BURST)}")
         assert not tg.pending_updates, "Telegram would redeliver: the test proves nothing"
         assert 1 <= sum(before.values()) < len(BURST), before
@@ -106,9 +114,9 @@ async def test_sigkill_mid_burst_then_restart_answers_every_question_exactly_onc
         after = replies_by_message(tg)
 
     assert {m: after[m] for m in message_ids} == dict.fromkeys(message_ids, 1)
-    with sqlite3.connect(db_path) as conn:
-        inbox = conn.execute("SELECT message_id, status, outcome FROM inbox").fetchall()
-        decisions = conn.execute("SELECT id, message_id FROM decisions").fetchall()
+    inbox = [(int(key.split("/")[1]), status, outcome) for key, status, outcome in
+             query_rows(db_target, "SELECT message_key, status, outcome FROM inbox")]
+    decisions = query_rows(db_target, "SELECT id, message_id FROM decisions")
     assert sorted(m for m, _, _ in inbox) == sorted(message_ids)
     assert all(status == "done" for _, status, _ in inbox), inbox
     # every answered question has its decision recorded, and each decision is in the log
@@ -122,15 +130,16 @@ async def test_sigkill_mid_burst_then_restart_answers_every_question_exactly_onc
     assert logged <= {i for i, _ in decisions}
     assert {i for i, _ in decisions} - logged <= decided_before_kill
     # Telegram redelivered nothing: every question unanswered at the kill came from the inbox
-    n_replayed = len(re.findall(r"inbox_replay update_id=", log_text))
+    n_replayed = len(re.findall(r"inbox_replay channel=telegram ", log_text))
     assert n_replayed >= len(BURST) - sum(before.values())
     assert "Traceback" not in log_text
+    assert not (tmp_path / "unused.sqlite3").exists()  # PostgreSQL: BOT_DB_PATH unused
 
 
 # ------------------------------------------------------- in process: duplicates, stale updates
 
 async def test_redelivered_message_is_dropped_and_logged(bot, tg, bot_settings, caplog):
-    caplog.set_level(logging.INFO, logger="bot.inbox")
+    caplog.set_level(logging.INFO, logger="bot.chat.inbox")
     first = await tg.push_text(tbt.CHAT, tbt.XBOX)
     await tg.wait_for("sendMessage", timeout=30)
     again = {k: v for k, v in first.items() if k != "update_id"}  # same message, new update
@@ -142,8 +151,9 @@ async def test_redelivered_message_is_dropped_and_logged(bot, tg, bot_settings, 
     await wait_until(lambda: sqlite3.connect(bot_settings.bot.db_path).execute(
         "SELECT status FROM inbox").fetchone()[0] == "done", timeout_s=10)
     with sqlite3.connect(bot_settings.bot.db_path) as conn:
-        rows = conn.execute("SELECT update_id, status, outcome FROM inbox").fetchall()
-    assert rows == [(first["update_id"], "done", rows[0][2])]
+        rows = conn.execute("SELECT message_key, status, outcome FROM inbox").fetchall()
+    key = f"{tbt.CHAT}/{first['message']['message_id']}/0"
+    assert rows == [(key, "done", rows[0][2])]
     assert rows[0][2].startswith("replied decision_id=")
 
 
@@ -161,8 +171,8 @@ async def test_question_older_than_the_max_age_gets_an_apology_not_an_answer(
 
     def inbox_row() -> tuple[str, str]:
         with sqlite3.connect(bot_settings.bot.db_path) as conn:
-            return conn.execute("SELECT status, outcome FROM inbox WHERE update_id = ?",
-                                (update["update_id"],)).fetchone()
+            return conn.execute("SELECT status, outcome FROM inbox WHERE message_key = ?",
+                                (f"{tbt.CHAT}/{update['message']['message_id']}/0",)).fetchone()
 
     await wait_until(lambda: inbox_row()[0] == "done", timeout_s=10)  # just after the reply
     status, outcome = inbox_row()
@@ -211,10 +221,102 @@ async def test_webhook_commits_before_200_and_a_retried_post_is_answered_once(
             async with httpx.AsyncClient() as client:
                 first = await client.post(url, json=update, headers=headers)
                 with sqlite3.connect(db_path) as conn:  # committed before the 200 went out
-                    stored = conn.execute("SELECT update_id FROM inbox").fetchall()
+                    stored = conn.execute("SELECT message_key FROM inbox").fetchall()
                 second = await client.post(url, json=update, headers=headers)  # a retry
             assert (first.status_code, second.status_code) == (200, 200)
-            assert stored == [(9001,)]
+            assert stored == [(f"{CHAT}/501/0",)]
             await tg.wait_for("sendMessage", timeout=60)
             await asyncio.sleep(1.0)
         assert len([c for c in tg.calls if c.method == "sendMessage"]) == 1
+
+
+# ------------------------------------------------------- WhatsApp: the same inbox, the same rule
+
+WA_ID = "919800000077"
+WA_SECRET = "kill-test-secret"
+
+
+async def whatsapp_process(env: dict[str, str], log_path, port: int):
+    """``python -m bot --whatsapp`` until its webhook answers /healthz."""
+    with log_path.open("ab") as log:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bot", "--whatsapp", cwd=ROOT, env=env, stdout=log,
+            stderr=log)
+    async with httpx.AsyncClient() as client:
+        for _ in range(1200):
+            try:
+                if (await client.get(f"http://127.0.0.1:{port}/healthz")).status_code == 200:
+                    return proc
+            except httpx.HTTPError:
+                pass
+            if proc.returncode is not None:
+                break
+            await asyncio.sleep(0.05)
+    pytest.fail("python -m bot --whatsapp not ready; log:\n" + log_path.read_text()[-3000:])
+
+
+async def deliver_burst(port: int, wamids: list[str], *, is_killed: bool = False) -> None:
+    """Meta's webhook POSTs: one per message of the burst, signed. With ``is_killed``, the bot
+    dies during the burst: the POSTs stop at the first that gets no answer (Meta retries it)."""
+    async with httpx.AsyncClient() as client:
+        for wamid, question in zip(wamids, BURST, strict=True):
+            body = encode(text_message(WA_ID, question, message_id=wamid))
+            try:
+                response = await client.post(
+                    f"http://127.0.0.1:{port}/webhook", content=body,
+                    headers={"Content-Type": "application/json",
+                             "X-Hub-Signature-256": sign(body, WA_SECRET)})
+            except httpx.HTTPError:
+                if is_killed:
+                    return
+                raise
+            assert response.status_code == 200
+
+
+async def test_whatsapp_sigkill_after_the_first_reply_then_redelivery_answers_each_once(
+        tmp_path, sample_index_dir):
+    db_path, log_path = tmp_path / "bot.sqlite3", tmp_path / "bot.log"
+    wamids = [f"wamid.burst{n}" for n in range(len(BURST))]
+    async with FakeGraph() as graph:
+        port = free_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("WHATSAPP_")} | {
+            "PYTHONUNBUFFERED": "1", "VOICE_RAG_INDEX_DIR": str(sample_index_dir),
+            "BOT_DB_PATH": str(db_path), "BOT_RATE_LIMIT_N": "0", "BOT_REPEAT_WINDOW_S": "0",
+            "SARVAM_API_KEY": "unused", "WHATSAPP_TOKEN": graph.token,
+            "WHATSAPP_PHONE_NUMBER_ID": graph.phone_number_id, "WHATSAPP_APP_SECRET": WA_SECRET,
+            "WHATSAPP_VERIFY_TOKEN": "v", "WHATSAPP_API_BASE": graph.url,
+            "WHATSAPP_API_VERSION": graph.version, "WHATSAPP_LISTEN": "127.0.0.1",
+            "WHATSAPP_PORT": str(port)}
+        proc = await whatsapp_process(env, log_path, port)
+        try:
+            # killed the moment the first reply reaches WhatsApp: sent, but the bot never
+            # heard back, so it could not record that it was done
+            graph.on_sent = lambda _sent: proc.returncode is None and proc.send_signal(
+                signal.SIGKILL)
+            await deliver_burst(port, wamids, is_killed=True)
+            assert await asyncio.wait_for(proc.wait(), 60) == -signal.SIGKILL
+            graph.on_sent = None
+            n_before = len(graph.delivered("text"))
+            print(f"answered before SIGKILL: {n_before} of {len(BURST)}")
+            assert 1 <= n_before < len(BURST)
+
+            proc = await whatsapp_process(env, log_path, port)
+            await deliver_burst(port, wamids)  # Meta redelivers the whole burst
+            await graph.wait_for(len(BURST), timeout=120)
+            await asyncio.sleep(1.0)  # room for a duplicate to show up
+        finally:
+            if proc.returncode is None:
+                proc.send_signal(signal.SIGTERM)
+                await asyncio.wait_for(proc.wait(), 30)
+        answers = [s.body["text"]["body"] for s in graph.delivered("text")]
+    assert len(answers) == len(BURST), answers  # each answered exactly once
+    with sqlite3.connect(db_path) as conn:
+        rows = conn.execute("SELECT message_key, status, outcome FROM inbox WHERE "
+                            "channel = 'whatsapp' ORDER BY id").fetchall()
+    assert [key for key, _, _ in rows] == wamids
+    assert all(status == "done" for _, status, _ in rows), rows
+    log_text = log_path.read_text("utf-8")
+    # the answered message was redelivered too, and dropped; it was not replayed either
+    assert "whatsapp_duplicate message_id=wamid.burst" in log_text
+    assert log_text.count("inbox_replay_skipped channel=whatsapp") == 1
+    assert "Traceback" not in log_text

@@ -32,7 +32,7 @@ FORBIDDEN = {
 
 
 def module_name(path: Path, root: Path) -> str:
-    """``root/bot/app.py`` -> ``bot.app``; ``root/rag/__init__.py`` -> ``rag``."""
+    """``root/bot/app.py`` -> ``bot.telegram.app``; ``root/rag/__init__.py`` -> ``rag``."""
     parts = path.relative_to(root).with_suffix("").parts
     if parts[-1] == "__init__":
         parts = parts[:-1]
@@ -124,11 +124,12 @@ def test_imports_inside_functions_and_relative_imports_are_found():
         "import os\n"
         "from .db import Database\n"
         "def main():\n"
-        "    from bot.app import main as run\n"
+        "    from bot.telegram.app import main as run\n"
         "    import tests.voice_notes\n"
     )
     names = imported_names(source, "storage.inbox")
-    assert {"os", "storage.db", "storage.db.Database", "bot.app", "tests.voice_notes"} <= names
+    assert {"os", "storage.db", "storage.db.Database", "bot.telegram.app",
+            "tests.voice_notes"} <= names
     assert "storage" in imported_names("from . import db\n", "storage", is_package=True)
 
 
@@ -140,7 +141,7 @@ def test_find_cycle_reports_the_loop_and_none_for_a_chain():
 def test_every_product_package_is_parsed(modules):
     packages = {name.partition(".")[0] for name in modules}
     assert packages == set(PRODUCT_PACKAGES)
-    assert {"rag.pipeline", "bot.app", "clients.http", "ragtools.hub"} <= set(modules)
+    assert {"rag.pipeline", "bot.telegram.app", "clients.http", "ragtools.hub"} <= set(modules)
 
 
 @pytest.mark.parametrize("package", PRODUCT_PACKAGES)
@@ -160,3 +161,37 @@ def test_package_imports_only_allowed_layers(modules, package):
 
 def test_product_modules_import_no_cycle(modules):
     assert find_cycle(import_graph(modules)) is None
+
+
+FRONT_ENDS = ("bot.telegram", "bot.whatsapp", "bot.terminal")
+"""One folder per channel (issue #23); ``bot.chat`` is what they share."""
+CHANNEL_LIBRARIES = ("telegram", "aiohttp", "httpx")
+
+
+def _is_under(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def test_the_chat_layer_imports_no_front_end_and_no_channel_library(modules):
+    offences = []
+    for name, path in modules.items():
+        if not _is_under(name, "bot.chat"):
+            continue
+        raw = imported_names(path.read_text(encoding="utf-8"), name, path.name == "__init__.py")
+        offences += [f"{name} imports {imported}" for imported in sorted(raw)
+                     if any(_is_under(imported, p) for p in (*FRONT_ENDS, *CHANNEL_LIBRARIES))]
+    assert offences == []
+
+
+def test_front_ends_do_not_import_each_other(modules):
+    offences = []
+    for name, path in modules.items():
+        own = next((f for f in FRONT_ENDS if _is_under(name, f)), None)
+        if own is None:
+            continue
+        raw = imported_names(path.read_text(encoding="utf-8"), name, path.name == "__init__.py")
+        offences += [f"{name} imports {imported}" for imported in sorted(raw)
+                     if any(_is_under(imported, f) for f in FRONT_ENDS if f != own)]
+    assert offences == []
+    assert {"bot.chat.questions", "bot.telegram.app", "bot.whatsapp.app",
+            "bot.terminal.console"} <= set(modules)

@@ -1,4 +1,5 @@
-"""Rendering results and traces as Telegram HTML, and the user-facing strings behind them."""
+"""Rendering results and traces (``bot.chat.render``) as Telegram HTML (``bot.telegram.markup``),
+and the user-facing strings behind them."""
 
 from __future__ import annotations
 
@@ -8,16 +9,15 @@ from html import escape
 
 import pytest
 
-from bot.messages import LANGUAGE_NAMES, MESSAGES, t
-from bot.render import (
+from bot.chat import render
+from bot.chat.messages import LANGUAGE_NAMES, MESSAGES, t
+from bot.chat.render import (
     TRANSCRIPT_CHARS,
     WHY_DETAIL_CHARS,
     WHY_QUERY_CHARS,
-    render_result,
     render_result_text,
-    render_trace,
-    split_message,
 )
+from bot.telegram.markup import split_message, to_html
 from rag.types import (
     LANGUAGES,
     Citation,
@@ -31,6 +31,15 @@ from rag.types import (
 from standins.telegram import HtmlError, parse_html
 
 DEVANAGARI = re.compile(r"[\u0900-\u097F]")
+
+
+def render_result(result: Result, lang: str, transcript: str | None = None) -> list[str]:
+    """The result as Telegram sends it: HTML messages."""
+    return to_html(render.render_result(result, lang, transcript))
+
+
+def render_trace(stages, lang: str, query: str | None = None) -> list[str]:
+    return to_html(render.render_trace(stages, lang, query))
 
 
 def answered(**overrides) -> Result:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.services import Services
+from bot.chat.services import Services
 from bot.settings import BotSettings, Settings, TelegramSettings
 from clients.openrouter import OpenRouterSettings
 from clients.stt import SarvamSettings
@@ -109,3 +109,20 @@ def test_a_key_with_a_pasted_smart_quote_is_refused_without_echoing_it(variable)
     with pytest.raises(ValueError, match=f"^{variable} must be printable ASCII") as err:
         Settings.from_env({variable: "sk_abc\u201d"})
     assert "sk_abc" not in str(err.value)
+
+
+async def test_services_open_the_database_that_bot_database_url_names(tmp_path, pg_url,
+                                                                      fake_settings,
+                                                                      fake_pipeline):
+    settings = Settings.from_env({"BOT_DATABASE_URL": pg_url,
+                                  "BOT_DB_PATH": str(tmp_path / "unused.sqlite3")})
+    assert settings.bot.database_url == pg_url
+    services = await Services.open(Settings(
+        rag=fake_settings, sarvam=SarvamSettings(), openrouter=OpenRouterSettings(),
+        telegram=TelegramSettings(), bot=settings.bot), fake_pipeline)
+    try:
+        assert services.db.dialect == "postgresql"
+        assert (await services.db.set_chat_settings("telegram", 5, lang="hi")).lang == "hi"
+    finally:
+        await services.close()
+    assert not (tmp_path / "unused.sqlite3").exists()

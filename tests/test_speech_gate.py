@@ -1,4 +1,4 @@
-"""The speech gate (``bot.speech``) on real audio: espeak-ng questions pass; digital silence,
+"""The speech gate (``bot.chat.speech``) on real audio: espeak-ng questions pass; digital silence,
 white and pink noise, a steady tone, a melody and one-word notes are refused before any
 speech-to-text call, in the user's language, logged and shown by /why; a filler-only transcript
 of a mostly silent note is refused after it."""
@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bot.audio import transcode_to_wav
-from bot.speech import MIN_SPEECH_S, is_filler_only, measure_speech
+from bot.chat.audio import transcode_to_wav
+from bot.chat.speech import MIN_SPEECH_S, is_filler_only, measure_speech
 from standins.sarvam import Reply
 from standins.voice_notes import (
     NOISE_RATE_HZ,
@@ -57,7 +57,7 @@ def test_spoken_questions_pass_the_speech_gate(text, lang):
 
 
 def test_a_question_spoken_over_background_noise_passes():
-    from bot.speech import pcm_of_wav
+    from bot.chat.speech import pcm_of_wav
     from standins.voice_notes import speak_wav
 
     samples, rate = pcm_of_wav(speak_wav("what is the capital of india", "en"))

@@ -1,8 +1,14 @@
-"""storage: schema pinned, migrations idempotent, decisions durable and rebuilt exactly."""
+"""storage: schema pinned, migrations idempotent, decisions durable and rebuilt exactly.
+
+Tests taking ``db`` run twice: on SQLite and on PostgreSQL (``db_target`` in tests/conftest.py;
+the PostgreSQL case is ``slow`` and ``postgres``). Those taking ``sqlite_db`` or ``db_path``
+check what only the SQLite file has (PRAGMAs, another process reading the file, old files).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -24,11 +30,14 @@ from rag.types import (
     Trace,
 )
 from storage import ChatSettings, Database
+from storage.backend import SqliteTx, driver_errors, open_backend
 from storage.errors import DatabaseOpenError, DecisionNotFoundError, StorageError
+from storage.inbox import Inbox, decision_of_sent
 from storage.migrations import MIGRATIONS, apply_migrations, m005_whatsapp_messages
-from storage.whatsapp import MessageStore
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+TG = "telegram"
+"""The channel of most tests here."""
 
 # The schema as migrations leave it: {table: {column: declared type}}. A new migration changes
 # this on purpose; anything else changing it is a bug.
@@ -59,6 +68,7 @@ EXPECTED = {
         "reply_ms": "REAL",
         "reason": "TEXT",
         "fallback": "TEXT",
+        "channel": "TEXT",
     },
     "refusals": {
         "id": "INTEGER",
@@ -71,38 +81,44 @@ EXPECTED = {
         "floor": "REAL",
         "reason": "TEXT",
         "code": "TEXT",
+        "channel": "TEXT",
     },
     "chat_settings": {
+        "channel": "TEXT",
         "chat_id": "INTEGER",
         "lang": "TEXT",
         "mode": "TEXT",
-        "updated_at": "TEXT",
         "voice": "TEXT",
+        "updated_at": "TEXT",
     },
     "inbox": {
-        "update_id": "INTEGER",
+        "id": "INTEGER",
+        "channel": "TEXT",
+        "message_key": "TEXT",
         "chat_id": "INTEGER",
-        "message_id": "INTEGER",
-        "version": "INTEGER",
         "payload": "TEXT",
-        "received_at": "TEXT",
-        "status": "TEXT",
-        "outcome": "TEXT",
-        "done_at": "TEXT",
-    },
-    "sent_messages": {"chat_id": "INTEGER", "message_id": "INTEGER", "decision_id": "INTEGER"},
-    "whatsapp_messages": {
-        "message_id": "TEXT",
-        "chat_id": "INTEGER",
-        "kind": "TEXT",
         "received_at": "TEXT",
         "status": "TEXT",
         "decision_id": "INTEGER",
         "outcome": "TEXT",
         "done_at": "TEXT",
-        "payload": "TEXT",
+        "claimed_by": "TEXT",
+        "lease_until_s": "REAL",
     },
+    "sent_messages": {"channel": "TEXT", "chat_id": "INTEGER", "message_id": "INTEGER",
+                      "decision_id": "INTEGER"},
+    "rate_events": {"id": "INTEGER", "key": "TEXT", "at_s": "REAL"},
+    "rate_limits": {"key": "TEXT", "told_at_s": "REAL", "refused_at_s": "REAL"},
+    "repeats": {"chat": "TEXT", "question_key": "TEXT", "message_key": "TEXT", "at_s": "REAL",
+                "n_repeats": "INTEGER"},
+    "voice_cache": {"key": "TEXT", "location": "TEXT", "duration_s": "REAL",
+                    "n_bytes": "INTEGER", "used_at_s": "REAL"},
 }
+PREVIOUS_VERSION_DB = REPO_ROOT / "tests" / "fixtures" / "bot-m005.sqlite3"
+"""A database written by the previous version (main before issue #23: migrations m001-m005)
+through its own API: Telegram chat 42 (2 decisions, settings, 2 sent messages, 3 inbox updates:
+done, sending, pending), WhatsApp number 919800000001 (1 decision, settings, 2 claimed messages:
+done, pending), the console (chat 0: 1 decision, settings)."""
 
 
 def answered_result(query: str = "what is the capital of gujarat") -> Result:
@@ -153,9 +169,32 @@ def db_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-async def db(db_path: Path):
+async def db(db_target):
+    async with await Database.open(db_target) as database:
+        yield database
+
+
+@pytest.fixture
+async def sqlite_db(db_path: Path):
     async with await Database.open(db_path) as database:
         yield database
+
+
+# PostgreSQL's column types as the SQLite schema declares them (storage.backend.sql_types)
+_PG_TYPES = {"bigint": "INTEGER", "double precision": "REAL", "text": "TEXT"}
+
+
+async def schema_of(db: Database) -> dict[str, dict[str, str]]:
+    """{table: {column: declared type}} of either backend, in SQLite's words."""
+    if db.dialect == "sqlite":
+        return schema(db.path)
+    rows = await db._fetchall(
+        "SELECT table_name, column_name, data_type FROM information_schema.columns "
+        "WHERE table_schema = 'public' ORDER BY table_name, ordinal_position", ())
+    tables: dict[str, dict[str, str]] = {}
+    for table, column, data_type in rows:
+        tables.setdefault(table, {})[column] = _PG_TYPES.get(data_type, data_type)
+    return tables
 
 
 def schema(path: Path) -> dict[str, dict[str, str]]:
@@ -171,8 +210,21 @@ def schema(path: Path) -> dict[str, dict[str, str]]:
         }
 
 
-async def test_schema_matches_pinned_columns(db, db_path):
-    assert schema(db_path) == EXPECTED
+async def test_schema_matches_pinned_columns(db):
+    assert await schema_of(db) == EXPECTED
+
+
+async def test_processes_opening_together_apply_each_migration_once(db_target):
+    if isinstance(db_target, Path):
+        db_target.parent.mkdir(parents=True)
+    dbs = await asyncio.gather(*(Database.open(db_target) for _ in range(4)))
+    try:
+        rows = await dbs[0]._fetchall("SELECT name FROM _migrations ORDER BY name", ())
+        assert [r[0] for r in rows] == [fn.__name__ for fn in MIGRATIONS]
+        assert await schema_of(dbs[0]) == EXPECTED
+    finally:
+        for db in dbs:
+            await db.close()
 
 
 async def test_migrations_are_recorded_once_and_reapplying_is_a_noop(db_path):
@@ -205,7 +257,7 @@ async def test_a_folder_or_an_unmigratable_file_is_a_database_open_error_naming_
     assert err.value.path == clashing and isinstance(err.value.__cause__, sqlite3.Error)
 
 
-async def test_failing_migration_is_rolled_back_and_not_recorded(tmp_path):
+async def test_failing_migration_is_rolled_back_and_not_recorded(db_target):
     async def m001_ok(conn):
         await conn.execute("CREATE TABLE kept (x INTEGER)")
 
@@ -213,17 +265,21 @@ async def test_failing_migration_is_rolled_back_and_not_recorded(tmp_path):
         await conn.execute("CREATE TABLE half_done (x INTEGER)")
         await conn.execute("INSERT INTO no_such_table VALUES (1)")
 
-    path = tmp_path / "m.sqlite3"
-    async with aiosqlite.connect(path, isolation_level=None) as conn:
-        with pytest.raises(sqlite3.OperationalError, match="no_such_table"):
-            await apply_migrations(conn, [m001_ok, m002_breaks])
-    tables = set(schema(path))
-    assert "kept" in tables and "half_done" not in tables
-    with sqlite3.connect(path) as conn:
-        assert [r[0] for r in conn.execute("SELECT name FROM _migrations")] == ["m001_ok"]
+    backend = await open_backend(db_target)
+    try:
+        with pytest.raises(driver_errors(), match="no_such_table"):
+            await apply_migrations(backend, [m001_ok, m002_breaks])
+        assert await backend.fetchone("SELECT * FROM kept") is None  # exists, empty
+        with pytest.raises(driver_errors(), match="half_done"):
+            await backend.fetchone("SELECT * FROM half_done")
+        rows = await backend.fetchall("SELECT name FROM _migrations")
+        assert [r[0] for r in rows] == ["m001_ok"]
+    finally:
+        await backend.close()
 
 
-async def test_open_sets_wal_foreign_keys_and_busy_timeout(db, db_path):
+async def test_open_sets_wal_foreign_keys_and_busy_timeout(sqlite_db, db_path):
+    db = sqlite_db
     async with db._conn.execute("PRAGMA journal_mode") as cur:
         assert (await cur.fetchone())[0] == "wal"
     async with db._conn.execute("PRAGMA foreign_keys") as cur:
@@ -239,11 +295,11 @@ async def test_decision_round_trip_rebuilds_result_trace_and_citations(db):
     result = answered_result("ગુજરાતની રાજધાની કઈ છે")
     result.lang, result.answer_lang, result.is_low_confidence = "gu", "gu", True
     decision_id = await db.record_decision(
-        chat_id=42, message_id=7, user_id=1001, source="voice", result=result,
+        TG, chat_id=42, message_id=7, user_id=1001, source="voice", result=result,
         transcript="ગુજરાતની રાજધાની કઈ છે?", stt_ms=812.5,
     )
 
-    stored = await db.last_decision(42)
+    stored = await db.last_decision(TG, 42)
 
     assert stored.id == decision_id
     assert stored.result == result
@@ -264,10 +320,10 @@ async def test_lone_surrogates_in_any_text_are_stored_as_replacement_characters(
     result.trace.add("speech_to_text", "hi-IN\ud800", "14 chars", 3.0)
     result.citations = [Citation("en-1", "en", 0.5, "excerpt \udc80")]
 
-    await db.record_decision(9, 1, 2, "voice", result, transcript="Xbox 360 cost? \ud800")
+    await db.record_decision(TG, 9, 1, 2, "voice", result, transcript="Xbox 360 cost? \ud800")
 
-    stored = await db.last_decision(9)
-    [refusal] = await db.refusals(9)
+    stored = await db.last_decision(TG, 9)
+    [refusal] = await db.refusals(TG, 9)
     assert stored.transcript == stored.result.query == "Xbox 360 cost? \ufffd"
     assert stored.result.message == refusal.reason == "no match for \ufffd"
     assert stored.result.trace.get("speech_to_text").decision == "hi-IN\ufffd"
@@ -275,16 +331,16 @@ async def test_lone_surrogates_in_any_text_are_stored_as_replacement_characters(
 
 
 async def test_set_reply_ms_updates_the_decision_and_rejects_unknown_ids(db):
-    decision_id = await db.record_decision(1, 2, 3, "text", answered_result())
+    decision_id = await db.record_decision(TG, 1, 2, 3, "text", answered_result())
     await db.set_reply_ms(decision_id, 153.25)
-    assert (await db.last_decision(1)).reply_ms == 153.25
+    assert (await db.last_decision(TG, 1)).reply_ms == 153.25
     with pytest.raises(DecisionNotFoundError, match="999") as err:
         await db.set_reply_ms(999, 1.0)
     assert err.value.decision_id == 999 and isinstance(err.value, LookupError)
 
 
 async def test_refused_decision_is_logged_as_refusal(db):
-    decision_id = await db.record_decision(5, 10, 20, "text", refused_result())
+    decision_id = await db.record_decision(TG, 5, 10, 20, "text", refused_result())
 
     [refusal] = await db.refusals()
 
@@ -293,14 +349,15 @@ async def test_refused_decision_is_logged_as_refusal(db):
     assert refusal.status is Status.REFUSED_NO_MATCH
     assert (refusal.lang, refusal.top_score, refusal.floor) == ("hi", 0.779, 0.85)
     assert refusal.reason == "top 0.779 < floor 0.850 (hi)"
-    assert refusal.created_at == (await db.last_decision(5)).created_at
+    assert refusal.created_at == (await db.last_decision(TG, 5)).created_at
 
 
 async def test_answered_and_error_decisions_are_not_logged_as_refusals(db):
-    await db.record_decision(5, 1, 20, "text", answered_result())
-    await db.record_decision(5, 2, 20, "cli", Result(Status.ERROR, "q", "en", message="boom"))
+    await db.record_decision(TG, 5, 1, 20, "text", answered_result())
+    await db.record_decision(TG, 5, 2, 20, "cli", Result(Status.ERROR, "q", "en", message="boom"))
     for status in (Status.REFUSED_BAD_INPUT, Status.REFUSED_UNGROUNDED):
-        await db.record_decision(5, 3, 20, "text", Result(status, "q", "en", message=status.value))
+        await db.record_decision(TG, 5, 3, 20, "text",
+                                 Result(status, "q", "en", message=status.value))
 
     refusals = await db.refusals()
 
@@ -308,29 +365,33 @@ async def test_answered_and_error_decisions_are_not_logged_as_refusals(db):
     assert [r.status for r in refusals] == [Status.REFUSED_UNGROUNDED, Status.REFUSED_BAD_INPUT]
 
 
-async def test_refusal_and_decision_commit_together_or_not_at_all(db, db_path):
+async def test_refusal_and_decision_commit_together_or_not_at_all(db):
     # Make the refusal insert fail from outside: the decision must not be left behind.
-    with sqlite3.connect(db_path) as conn:
-        conn.execute(
-            "CREATE TRIGGER no_refusals BEFORE INSERT ON refusals "
-            "BEGIN SELECT RAISE(ABORT, 'refusals closed'); END"
-        )
-    with pytest.raises(sqlite3.IntegrityError, match="refusals closed"):
-        await db.record_decision(5, 10, 20, "text", refused_result())
+    async with db.backend.transaction() as tx:
+        if db.dialect == "sqlite":
+            await tx.execute("CREATE TRIGGER no_refusals BEFORE INSERT ON refusals "
+                             "BEGIN SELECT RAISE(ABORT, 'refusals closed'); END")
+        else:
+            await tx.execute("CREATE FUNCTION no_refusals() RETURNS trigger LANGUAGE plpgsql AS "
+                             "$$ BEGIN RAISE EXCEPTION 'refusals closed'; END $$")
+            await tx.execute("CREATE TRIGGER no_refusals BEFORE INSERT ON refusals "
+                             "FOR EACH ROW EXECUTE FUNCTION no_refusals()")
+    with pytest.raises(driver_errors(), match="refusals closed"):
+        await db.record_decision(TG, 5, 10, 20, "text", refused_result())
 
     assert await db.count_decisions() == 0
-    assert await db.last_decision(5) is None
+    assert await db.last_decision(TG, 5) is None
     # The connection is usable afterwards (the failed transaction was rolled back).
-    await db.record_decision(5, 11, 20, "text", answered_result())
+    await db.record_decision(TG, 5, 11, 20, "text", answered_result())
     assert await db.count_decisions() == 1
 
 
 async def test_refusals_filter_by_chat_newest_first_with_limit(db):
     for i in range(3):
-        await db.record_decision(1, i, 9, "text", refused_result(f"q1-{i}"))
-    await db.record_decision(2, 0, 9, "text", refused_result("q2"))
+        await db.record_decision(TG, 1, i, 9, "text", refused_result(f"q1-{i}"))
+    await db.record_decision(TG, 2, 0, 9, "text", refused_result("q2"))
 
-    chat_one = await db.refusals(chat_id=1)
+    chat_one = await db.refusals(TG, chat_id=1)
     assert [r.chat_id for r in chat_one] == [1, 1, 1]
     decision_ids = [r.decision_id for r in chat_one]
     assert decision_ids == sorted(decision_ids, reverse=True)
@@ -340,44 +401,44 @@ async def test_refusals_filter_by_chat_newest_first_with_limit(db):
 
 
 async def test_last_decision_is_per_chat(db):
-    await db.record_decision(1, 1, 9, "text", answered_result("first in chat 1"))
-    await db.record_decision(2, 1, 9, "text", answered_result("only in chat 2"))
-    await db.record_decision(1, 2, 9, "text", refused_result("second in chat 1"))
+    await db.record_decision(TG, 1, 1, 9, "text", answered_result("first in chat 1"))
+    await db.record_decision(TG, 2, 1, 9, "text", answered_result("only in chat 2"))
+    await db.record_decision(TG, 1, 2, 9, "text", refused_result("second in chat 1"))
 
-    assert (await db.last_decision(1)).result.query == "second in chat 1"
-    assert (await db.last_decision(2)).result.query == "only in chat 2"
-    assert await db.last_decision(3) is None
+    assert (await db.last_decision(TG, 1)).result.query == "second in chat 1"
+    assert (await db.last_decision(TG, 2)).result.query == "only in chat 2"
+    assert await db.last_decision(TG, 3) is None
 
 
 async def test_unknown_source_is_rejected_and_nothing_written(db):
     with pytest.raises(ValueError, match="'fax'"):
-        await db.record_decision(1, 1, 1, "fax", answered_result())
+        await db.record_decision(TG, 1, 1, 1, "fax", answered_result())
     assert await db.count_decisions() == 0
 
 
 async def test_concurrent_records_are_all_committed(db):
     ids = await asyncio.gather(
-        *(db.record_decision(i % 3, i, 9, "text", refused_result(f"q{i}")) for i in range(20))
+        *(db.record_decision(TG, i % 3, i, 9, "text", refused_result(f"q{i}")) for i in range(20))
     )
     assert len(set(ids)) == 20
     assert await db.count_decisions() == 20
     assert len(await db.refusals(limit=100)) == 20
 
 
-async def test_data_survives_close_and_reopen(db_path):
-    async with await Database.open(db_path) as db:
-        await db.record_decision(8, 1, 9, "voice", refused_result(), transcript="raw")
-        await db.set_chat_settings(8, lang="te")
-    async with await Database.open(db_path) as db:
-        assert (await db.last_decision(8)).result == refused_result()
-        assert len(await db.refusals(chat_id=8)) == 1
-        assert (await db.get_chat_settings(8)).lang == "te"
+async def test_data_survives_close_and_reopen(db_target):
+    async with await Database.open(db_target) as db:
+        await db.record_decision(TG, 8, 1, 9, "voice", refused_result(), transcript="raw")
+        await db.set_chat_settings(TG, 8, lang="te")
+    async with await Database.open(db_target) as db:
+        assert (await db.last_decision(TG, 8)).result == refused_result()
+        assert len(await db.refusals(TG, chat_id=8)) == 1
+        assert (await db.get_chat_settings(TG, 8)).lang == "te"
 
 
 async def test_committed_decision_is_visible_to_another_connection_while_writer_open(
-    db, db_path
+    sqlite_db, db_path
 ):
-    decision_id = await db.record_decision(3, 4, 5, "text", refused_result())
+    decision_id = await sqlite_db.record_decision(TG, 3, 4, 5, "text", refused_result())
 
     with sqlite3.connect(db_path) as reader:
         row = reader.execute(
@@ -400,7 +461,7 @@ def test_decision_survives_a_killed_process(db_path):
         async def main():
             db = await Database.open(Path({str(db_path)!r}))
             result = Result(Status.ANSWERED, "q", "en", "a")
-            await db.record_decision(77, 1, 2, "cli", result)
+            await db.record_decision("telegram", 77, 1, 2, "cli", result)
             os.kill(os.getpid(), signal.SIGKILL)  # no close, no checkpoint
 
         asyncio.run(main())
@@ -415,16 +476,16 @@ def test_decision_survives_a_killed_process(db_path):
 
 
 async def test_chat_settings_default_then_update_one_field_at_a_time(db):
-    assert await db.get_chat_settings(11) == ChatSettings(11, "auto", "extractive", None)
+    assert await db.get_chat_settings(TG, 11) == ChatSettings(TG, 11, "auto", "extractive", None)
 
-    after_lang = await db.set_chat_settings(11, lang="hi")
+    after_lang = await db.set_chat_settings(TG, 11, lang="hi")
     assert (after_lang.lang, after_lang.mode) == ("hi", "extractive")
     assert after_lang.updated_at.tzinfo == UTC
 
-    after_mode = await db.set_chat_settings(11, mode="generative")
+    after_mode = await db.set_chat_settings(TG, 11, mode="generative")
     assert (after_mode.lang, after_mode.mode) == ("hi", "generative")
-    assert await db.get_chat_settings(11) == after_mode
-    assert await db.get_chat_settings(12) == ChatSettings(12)
+    assert await db.get_chat_settings(TG, 11) == after_mode
+    assert await db.get_chat_settings(TG, 12) == ChatSettings(TG, 12)
 
 
 @pytest.mark.parametrize(
@@ -433,19 +494,19 @@ async def test_chat_settings_default_then_update_one_field_at_a_time(db):
      ({"voice": "loud"}, "voice 'loud'")],
 )
 async def test_chat_settings_reject_unknown_values_and_keep_old_ones(db, kwargs, match):
-    await db.set_chat_settings(11, lang="gu", mode="generative")
+    await db.set_chat_settings(TG, 11, lang="gu", mode="generative")
     with pytest.raises(ValueError, match=match):
-        await db.set_chat_settings(11, **kwargs)
-    stored = await db.get_chat_settings(11)
+        await db.set_chat_settings(TG, 11, **kwargs)
+    stored = await db.get_chat_settings(TG, 11)
     assert (stored.lang, stored.mode) == ("gu", "generative")
 
 
 async def test_voice_setting_defaults_to_auto_and_changes_alone(db):
-    assert (await db.get_chat_settings(11)).voice == "auto"
-    await db.set_chat_settings(11, lang="hi")
-    after = await db.set_chat_settings(11, voice="off")
+    assert (await db.get_chat_settings(TG, 11)).voice == "auto"
+    await db.set_chat_settings(TG, 11, lang="hi")
+    after = await db.set_chat_settings(TG, 11, voice="off")
     assert (after.lang, after.mode, after.voice) == ("hi", "extractive", "off")
-    assert (await db.set_chat_settings(11, mode="generative")).voice == "off"
+    assert (await db.set_chat_settings(TG, 11, mode="generative")).voice == "off"
 
 
 async def test_m003_gives_existing_chats_voice_auto(db_path):
@@ -456,17 +517,17 @@ async def test_m003_gives_existing_chats_voice_auto(db_path):
         await conn.execute("INSERT INTO chat_settings (chat_id, lang, mode, updated_at) "
                            "VALUES (5, 'te', 'generative', '2026-01-01T00:00:00+00:00')")
     async with await Database.open(db_path) as db:
-        stored = await db.get_chat_settings(5)
+        stored = await db.get_chat_settings(TG, 5)
     assert (stored.lang, stored.mode, stored.voice) == ("te", "generative", "auto")
     assert [fn.__name__ for fn in MIGRATIONS] == sorted(fn.__name__ for fn in MIGRATIONS)
 
 
 async def test_stages_added_after_the_reply_show_in_the_stored_trace(db):
-    decision_id = await db.record_decision(3, 1, 2, "voice", answered_result())
-    before = await db.last_decision(3)
+    decision_id = await db.record_decision(TG, 3, 1, 2, "voice", answered_result())
+    before = await db.last_decision(TG, 3)
     await db.add_stages(decision_id, [Stage("text_to_speech", "failed", "timeout after 10 s",
                                             10012.5)])
-    after = await db.last_decision(3)
+    after = await db.last_decision(TG, 3)
     assert after.result.trace.stages == [*before.result.trace.stages,
                                          Stage("text_to_speech", "failed", "timeout after 10 s",
                                                10012.5)]
@@ -475,18 +536,17 @@ async def test_stages_added_after_the_reply_show_in_the_stored_trace(db):
         await db.add_stages(decision_id + 1, [])
 
 
-async def test_typed_reason_and_fallback_are_stored_and_read_back(db, db_path):
+async def test_typed_reason_and_fallback_are_stored_and_read_back(db):
     refused = refused_result()
-    refused_id = await db.record_decision(7, 1, 2, "text", refused)
+    refused_id = await db.record_decision(TG, 7, 1, 2, "text", refused)
     answered = answered_result()
     answered.fallback = FallbackCode.RATE_LIMITED
-    await db.record_decision(8, 1, 2, "text", answered)
+    await db.record_decision(TG, 8, 1, 2, "text", answered)
 
-    assert (await db.last_decision(7)).result.reason == refused.reason
-    assert (await db.last_decision(8)).result.fallback is FallbackCode.RATE_LIMITED
-    with sqlite3.connect(db_path) as conn:
-        [(code,)] = conn.execute("SELECT code FROM refusals WHERE decision_id = ?",
-                                 (refused_id,)).fetchall()
+    assert (await db.last_decision(TG, 7)).result.reason == refused.reason
+    assert (await db.last_decision(TG, 8)).result.fallback is FallbackCode.RATE_LIMITED
+    [(code,)] = await db._fetchall("SELECT code FROM refusals WHERE decision_id = ?",
+                                   (refused_id,))
     assert code == "below_floor"
 
 
@@ -502,7 +562,7 @@ async def test_decisions_stored_before_m004_are_read_without_a_reason(db_path):
             "'refused-no-match', 'extractive', '', '', 'top 0.700 < floor 0.840 (en)', 0.7, "
             "0.84, 0, '[]', '[]', 1.0)")
     async with await Database.open(db_path) as db:
-        stored = await db.last_decision(4)
+        stored = await db.last_decision(TG, 4)
     assert stored.result.reason is None and stored.result.fallback is None
     assert (stored.result.status, stored.result.top_score) == (Status.REFUSED_NO_MATCH, 0.7)
 
@@ -513,12 +573,90 @@ async def test_m005_keeps_a_whatsapp_table_the_front_end_created_itself(db_path)
     db_path.parent.mkdir(parents=True)
     async with aiosqlite.connect(db_path, isolation_level=None) as conn:
         await apply_migrations(conn, older)
-        await m005_whatsapp_messages(conn)
+        await m005_whatsapp_messages(SqliteTx(conn))
         await conn.execute("INSERT INTO whatsapp_messages (message_id, chat_id, kind, "
-                           "received_at) VALUES ('wamid.1', 919800000001, 'text', 'then')")
+                           "received_at) VALUES ('wamid.1', 919800000001, 'text', "
+                           "'2026-01-01T00:00:00+00:00')")
     async with await Database.open(db_path) as db:
-        store = MessageStore(db)
-        assert (await store.get("wamid.1"))["status"] == "pending"
-        assert await store.claim({"id": "wamid.2", "from": "919800000001", "type": "text"})
-        assert not await store.claim({"id": "wamid.2", "from": "919800000001", "type": "text"})
+        inbox = Inbox(db)
+        assert (await inbox.get("whatsapp", "wamid.1")).status == "pending"
+        assert await inbox.claim("whatsapp", "wamid.2", 919800000001, "{}")
+        assert not await inbox.claim("whatsapp", "wamid.2", 919800000001, "{}")
     assert schema(db_path) == EXPECTED
+
+
+def count_rows(path: Path) -> dict[str, int]:
+    with sqlite3.connect(path) as conn:
+        tables = [r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
+        return {t: conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in tables}
+
+
+async def test_m006_migrates_a_previous_version_database_without_losing_a_row(tmp_path):
+    path = tmp_path / "bot.sqlite3"
+    shutil.copyfile(PREVIOUS_VERSION_DB, path)
+    before = count_rows(path)
+    assert before["inbox"] == 3 and before["whatsapp_messages"] == 2
+
+    async with await Database.open(path) as db:
+        after = count_rows(path)
+        for table in ("decisions", "refusals", "chat_settings", "sent_messages"):
+            assert after[table] == before[table], table
+        assert after["inbox"] == before["inbox"] + before["whatsapp_messages"]
+        assert "whatsapp_messages" not in after
+
+        # each chat keeps its rows, under the channel the dashboard used to derive for it
+        assert (await db.get_chat_settings(TG, 42)).voice == "on"
+        assert (await db.get_chat_settings("whatsapp", 919800000001)).mode == "generative"
+        assert (await db.get_chat_settings("console", 0)).lang == "te"
+        assert (await db.get_chat_settings(TG, 919800000001)).updated_at is None
+        assert (await db.last_decision(TG, 42)).result.query == "what is z"
+        assert (await db.last_decision("whatsapp", 919800000001)).source == "voice"
+        assert (await db.last_decision("console", 0)).channel == "console"
+        assert [r.channel for r in await db.refusals()] == ["whatsapp", "telegram"]
+        assert (await decision_of_sent(db, "telegram", 42, 101)).result.answer == "X is y."
+
+        # the inbox states carry over: a sent reply is never sent again, pending is replayed
+        inbox = Inbox(db)
+        assert [(i.message_key, i.status) for i in await inbox.unfinished("telegram")] == [
+            ("42/11/0", "sending"), ("42/12/0", "pending")]
+        assert [(i.message_key, i.status) for i in await inbox.unfinished("whatsapp")] == [
+            ("wamid.B", "pending")]
+        done = await inbox.get("whatsapp", "wamid.A")
+        assert (done.status, done.outcome, done.chat_id) == ("done", "replied n=1",
+                                                             919800000001)
+        assert not await inbox.claim("telegram", "42/10/0", 42, "{}")
+    assert schema(path) == EXPECTED
+
+
+async def test_a_whatsapp_chat_and_a_telegram_chat_with_one_id_share_nothing(db):
+    await db.set_chat_settings(TG, 5, lang="hi")
+    await db.record_decision(TG, 5, 1, 5, "text", answered_result())
+    await db.record_decision("whatsapp", 5, None, 5, "text", refused_result())
+
+    assert (await db.get_chat_settings("whatsapp", 5)).lang == "auto"
+    assert (await db.last_decision(TG, 5)).result.status is Status.ANSWERED
+    assert (await db.last_decision("whatsapp", 5)).result.status is Status.REFUSED_NO_MATCH
+    assert await db.refusals(TG, 5) == []
+    assert [r.channel for r in await db.refusals("whatsapp", 5)] == ["whatsapp"]
+    with pytest.raises(ValueError, match="needs its channel"):
+        await db.refusals(chat_id=5)
+    with pytest.raises(ValueError, match="channel"):
+        await db.set_chat_settings("", 5, lang="en")
+
+
+async def test_inbox_goes_pending_sending_done_once_per_channel_and_key(db):
+    inbox = Inbox(db)
+    assert await inbox.claim("whatsapp", "wamid.1", 5, '{"id": "wamid.1"}')
+    assert not await inbox.claim("whatsapp", "wamid.1", 5, "{}")
+    assert await inbox.claim("telegram", "wamid.1", 5, "{}")  # another channel's key space
+    assert await inbox.mark_sending("whatsapp", "wamid.1")
+    assert not await inbox.mark_sending("whatsapp", "wamid.1")
+    assert [i.status for i in await inbox.unfinished("whatsapp")] == ["sending"]
+    assert await inbox.finish("whatsapp", "wamid.1", "replied n=1", decision_id=None)
+    assert not await inbox.finish("whatsapp", "wamid.1", "again")
+    item = await inbox.get("whatsapp", "wamid.1")
+    assert (item.status, item.outcome, item.payload) == ("done", "replied n=1",
+                                                         '{"id": "wamid.1"}')
+    assert await inbox.unfinished("whatsapp") == []
+    assert [i.channel for i in await inbox.unfinished("telegram")] == ["telegram"]

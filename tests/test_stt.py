@@ -48,7 +48,7 @@ def wav() -> bytes:
 
 
 async def test_returns_transcript_and_language_and_sends_key_model_language_code(sarvam, stt):
-    from bot.audio import transcode_to_wav
+    from bot.chat.audio import transcode_to_wav
     from standins.voice_notes import make_voice_note
 
     voice_wav = transcode_to_wav(make_voice_note("भारत की राजधानी क्या है", "hi"))

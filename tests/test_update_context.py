@@ -1,4 +1,4 @@
-"""The per-update step (``bot.update_context``): settings and language read once, the rate limit
+"""The per-update step (``bot.chat.context``): settings and language read once, the rate limit
 decided once, and the busy indicator ("typing…") shown exactly for what the limit let through."""
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ from dataclasses import replace
 
 import pytest
 
-from bot.commands import help_reply, lang_reply, mode_reply
-from bot.messages import t
-from bot.questions import answer_text, answer_voice
-from bot.services import Asker, Services, VoiceNote
+from bot.chat.commands import help_reply, lang_reply, mode_reply
+from bot.chat.messages import t
+from bot.chat.questions import answer_text, answer_voice
+from bot.chat.services import Services
+from bot.chat.types import Asker, VoiceNote
 from bot.settings import Settings
 
 XBOX = "How much does an Xbox 360 cost?"
@@ -21,8 +22,13 @@ NOW_S = 1000.0  # the services' clock stands still: every wait is the whole wind
 WINDOW_S = 60
 
 
+def texts(reply) -> list[str]:
+    """The reply's messages as plain text."""
+    return [str(text) for text in reply.messages]
+
+
 class Indicator:
-    """A busy indicator (``bot.update_context.Busy``) that counts how often it was shown."""
+    """A busy indicator (``bot.chat.context.Busy``) that counts how often it was shown."""
 
     def __init__(self) -> None:
         self.n_shown = 0
@@ -50,7 +56,7 @@ async def services(tmp_path, fake_settings, fake_pipeline) -> AsyncIterator[Serv
 
 
 async def test_typing_shows_for_the_answered_question_and_never_for_a_limited_one(services):
-    asker, typing = Asker(42, user_id=42, message_id=1), Indicator()
+    asker, typing = Asker("telegram", 42, user_id=42, message_id=1), Indicator()
     answered = await answer_text(services, asker, XBOX, busy=typing)
     assert answered.decision_id is not None and typing.n_shown == 1
     assert services.limiter.peek_wait_s(42, NOW_S) == WINDOW_S
@@ -59,18 +65,18 @@ async def test_typing_shows_for_the_answered_question_and_never_for_a_limited_on
                                 busy=typing)
     dropped = await answer_voice(services, replace(asker, message_id=3),
                                  VoiceNote(1000, 2.0, fetch=_unfetchable), busy=typing)
-    assert limited.messages == [t("rate_limited", "en", seconds=WINDOW_S)]
-    assert dropped.messages == []
+    assert texts(limited) == [t("rate_limited", "en", seconds=WINDOW_S)]
+    assert texts(dropped) == []
     assert limited.decision_id is None and dropped.decision_id is None
     assert typing.n_shown == 1  # the indicator agrees with the answer: no typing, no answer
-    assert (await services.db.last_decision(42)).id == answered.decision_id
+    assert (await services.db.last_decision("telegram", 42)).id == answered.decision_id
 
 
 async def test_of_concurrent_questions_over_the_limit_only_the_answered_one_shows_typing(
         services):
     typing = Indicator()
     replies = await asyncio.gather(*(
-        answer_text(services, Asker(7, user_id=7, message_id=n), text, busy=typing)
+        answer_text(services, Asker("telegram", 7, user_id=7, message_id=n), text, busy=typing)
         for n, text in enumerate([XBOX, "cucumber calories", "pollution in Hyderabad"])))
     assert sum(r.decision_id is not None for r in replies) == 1
     assert typing.n_shown == 1
@@ -78,28 +84,29 @@ async def test_of_concurrent_questions_over_the_limit_only_the_answered_one_show
 
 
 async def test_a_repeated_question_is_not_counted_against_the_limit(services):
-    asker = Asker(42, user_id=42, message_id=1)
+    asker = Asker("telegram", 42, user_id=42, message_id=1)
     await answer_text(services, asker, XBOX)
     again = await answer_text(services, replace(asker, message_id=2), XBOX)
-    assert again.messages == [t("repeat_question", "en")]
+    assert texts(again) == [t("repeat_question", "en")]
     # the repeat was neither counted nor refused: the next refusal is still the first, a notice
     limited = await answer_text(services, replace(asker, message_id=3), "cucumber calories")
-    assert limited.messages == [t("rate_limited", "en", seconds=WINDOW_S)]
+    assert texts(limited) == [t("rate_limited", "en", seconds=WINDOW_S)]
 
 
 async def test_commands_speak_the_chat_language_and_count_against_the_limit(services):
-    asker = Asker(42, user_id=42, language_code="en")
+    asker = Asker("telegram", 42, user_id=42, language_code="en")
     services.limiter.max_n = 2
     lang_set = await lang_reply(services, asker, "hi")
     helped = await help_reply(services, asker)
     limited = await mode_reply(services, asker, "generative")
-    assert lang_set.messages == [t("lang_set", "hi", language="हिंदी")]
-    assert helped.messages == [t("help", "hi")]
-    assert limited.messages == [t("rate_limited", "hi", seconds=WINDOW_S)]
-    assert (await services.db.get_chat_settings(42)).mode == "extractive"  # /mode was refused
+    assert texts(lang_set) == [t("lang_set", "hi", language="हिंदी")]
+    assert texts(helped) == [t("help", "hi")]
+    assert texts(limited) == [t("rate_limited", "hi", seconds=WINDOW_S)]
+    # /mode was refused
+    assert (await services.db.get_chat_settings("telegram", 42)).mode == "extractive"
 
 
 async def test_a_message_without_a_sender_is_never_limited(services):
-    console = Asker(0)  # the console's messages have no user
+    console = Asker("console", 0)  # the console's messages have no user
     replies = [await help_reply(services, console) for _ in range(3)]
-    assert all(r.messages == [t("help", "en")] for r in replies)
+    assert all(texts(r) == [t("help", "en")] for r in replies)

@@ -1,5 +1,5 @@
-"""bot.voice_reply and bot.voice_cache without Telegram: what is spoken and when, the OGG/Opus
-encoding checked with ffprobe, and the byte-capped cache."""
+"""bot.chat.voice_reply and bot.chat.voice_cache without Telegram: what is spoken and when, the
+OGG/Opus encoding checked with ffprobe, and the byte-capped cache."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import wave
 
 import pytest
 
-from bot.services import Speech
-from bot.voice_cache import VoiceAudio, VoiceCache
-from bot.voice_reply import encode_voice_note, speech_for
+from bot.chat.types import Speech
+from bot.chat.voice_cache import VoiceAudio, VoiceCache
+from bot.chat.voice_reply import encode_voice_note, speech_for
 from rag.types import Citation, Result, Status
 from standins.voice_notes import speak_wav, tools_available
 
@@ -91,7 +91,7 @@ def test_speech_is_encoded_as_ogg_opus_of_the_same_duration(tmp_path):
 
 
 def test_broken_wav_is_an_audio_error():
-    from bot.audio import AudioError
+    from bot.chat.audio import AudioError
 
     with pytest.raises(AudioError, match="could not encode"):
         encode_voice_note(b"RIFF\x00\x00\x00\x00WAVEnope")

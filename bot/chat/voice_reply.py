@@ -5,8 +5,10 @@ pydub/ffmpeg in a thread) and recording how it went (:func:`record_voice`).
 The text reply is always sent first and never waits for, or depends on, the voice note: a
 failure here (service down, slow, over quota, bad audio, upload refused) is one log line and a
 failed ``text_to_speech`` stage in the decision's trace, shown by ``/why`` with its latency.
-Framework-free: the Telegram handlers send the audio with ``sendVoice``, the console writes it
-to a file.
+Channel-free: ``bot.chat.delivery.speak`` hands the audio to the front end's outbox (Telegram
+``sendVoice``, WhatsApp upload and ``audio`` message, the console a file). A spoken reply says
+at most ``bot.chat.limits.MAX_SPEECH_CHARS`` characters and lasts at most
+``MAX_VOICE_REPLY_S`` seconds (its audio is trimmed when encoded).
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ import time
 import warnings
 from dataclasses import dataclass
 
-from bot.audio import AudioError
-from bot.render import refusal_text
-from bot.services import Asker, Reply, Services, Speech
-from bot.voice_cache import VoiceAudio
+from bot.chat.audio import AudioError
+from bot.chat.limits import MAX_SPEECH_CHARS, MAX_VOICE_REPLY_S, bound_text
+from bot.chat.render import refusal_text
+from bot.chat.services import Services
+from bot.chat.types import Asker, Reply, Speech
+from bot.chat.voice_cache import VoiceAudio
 from clients.tts import LANGUAGE_CODES, tts_language_code
 from rag.errors import ServiceError
 from rag.types import Result, Stage, Status
@@ -72,18 +76,20 @@ def speech_for(result: Result, lang: str, voice_mode: str, *,
         text = refusal_text(result, lang)
     else:
         return None
+    if len(text) > MAX_SPEECH_CHARS:
+        text, _ = bound_text(text, MAX_SPEECH_CHARS)
     return Speech(text, lang) if text and lang in LANGUAGE_CODES else None
 
 
-def encode_voice_note(wav: bytes) -> VoiceAudio:
-    """A PCM WAV as a Telegram voice note: OGG/Opus, mono, 48 kHz, ``OPUS_BITRATE``; runs
-    ffmpeg (blocking: run it in a thread, ``Services.voice_pool``).
+def encode_voice_note(wav: bytes, max_s: float = MAX_VOICE_REPLY_S) -> VoiceAudio:
+    """A PCM WAV as a voice note: OGG/Opus, mono, 48 kHz, ``OPUS_BITRATE``, its first ``max_s``
+    seconds at most; runs ffmpeg (blocking: run it in a thread, ``Services.voice_pool``).
 
     Raises:
         AudioError: the WAV is unreadable or ffmpeg failed (or is missing).
     """
     try:
-        segment = AudioSegment.from_wav(io.BytesIO(wav))
+        segment = AudioSegment.from_wav(io.BytesIO(wav))[:int(max_s * 1000)]
         out = io.BytesIO()
         segment.set_channels(1).export(
             out, format="ogg", codec="libopus", bitrate=OPUS_BITRATE,
@@ -153,8 +159,9 @@ async def record_voice(services: Services, asker: Asker, reply: Reply,
     failed = next((s for s in stages if s.decision == "failed"), None)
     status = "failed" if failed else stages[0].decision
     log_at = log.warning if failed else log.info
-    log_at("voice_reply chat_id=%d decision_id=%s status=%s lang=%s n_chars=%d %s",
-           asker.chat_id, reply.decision_id, status, reply.speech.lang if reply.speech else "-",
+    log_at("voice_reply channel=%s chat_id=%d decision_id=%s status=%s lang=%s n_chars=%d %s",
+           asker.channel, asker.chat_id, reply.decision_id, status,
+           reply.speech.lang if reply.speech else "-",
            len(reply.speech.text) if reply.speech else 0,
            " ".join(f"{s.name}_ms={s.elapsed_ms:.0f}" for s in stages)
            + (f" stage={failed.name} detail={failed.detail}" if failed else ""))

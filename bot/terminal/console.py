@@ -1,7 +1,7 @@
 """Chat with the bot in a terminal, no Telegram token needed: the same service functions the
 Telegram handlers call, on the local index and the SQLite decision log.
 
-    python -m bot.console            # or: python -m bot --console
+    python -m bot.terminal.console            # or: python -m bot --console
     > How much does an Xbox 360 cost?
     > /why
     > /lang hi
@@ -18,44 +18,46 @@ file"; an unknown ``/command`` gets "unknown command"; every other line is a typ
 A spoken reply (``/voice on``, or ``auto`` for an audio file; needs ``SARVAM_API_KEY``) is
 written as OGG/Opus to ``voice-replies/`` beside ``BOT_DB_PATH`` and its path printed.
 
-Questions and the ``/lang``, ``/mode`` and ``/voice`` choices are recorded under chat id 0
-(``CONSOLE_CHAT_ID``) in ``BOT_DB_PATH``, so the choices carry over to later sessions; each
-session starts by saying which are in force and where they are stored.
+Questions and the ``/lang``, ``/mode`` and ``/voice`` choices are recorded under channel
+``console``, chat id 0 (``CONSOLE_CHAT_ID``) in ``BOT_DB_PATH``, so the choices carry over to
+later sessions; each session starts by saying which are in force and where they are stored.
 """
 
 from __future__ import annotations
 
 import asyncio
-import html
+import contextlib
 import os
-import re
 import shlex
 import sys
-import time
 from collections.abc import AsyncIterable, Callable
 from functools import partial
 from pathlib import Path
+from typing import Literal
 
-from bot.audio import AudioError
-from bot.commands import (
+from bot.chat.audio import AudioError
+from bot.chat.commands import (
+    answer_command,
     command_reply,
     lang_line,
     mode_line,
     notice_reply,
+    parse_command,
     voice_line,
 )
-from bot.incoming import cut_command
-from bot.questions import answer_text, answer_voice
-from bot.services import Asker, Reply, Services, VoiceNote
+from bot.chat.context import load_context
+from bot.chat.delivery import DeliveryError, OnWire, deliver
+from bot.chat.questions import answer_text, answer_voice
+from bot.chat.render import PLAIN, Text
+from bot.chat.services import Services
+from bot.chat.types import Asker, Reply, VoiceNote
+from bot.chat.voice_cache import VoiceAudio
 from bot.settings import Settings
-from bot.update_context import load_context
-from bot.voice_reply import make_voice, record_voice
-from rag.types import Stage
 
+CHANNEL = "console"
+"""This channel's name, as stored with every row."""
 CONSOLE_CHAT_ID = 0
-"""Chat id of the console's decisions and settings (Telegram never uses 0)."""
-
-_TAG_RE = re.compile(r"<[^<>]+>")
+"""Chat id of the console's decisions and settings."""
 AUDIO_SUFFIXES = frozenset({".aac", ".amr", ".flac", ".m4a", ".mp3", ".oga", ".ogg", ".opus",
                             ".wav", ".webm"})
 """File name endings that mark a console line as meant to be an audio file."""
@@ -69,9 +71,9 @@ async def handle_line(services: Services, asker: Asker, line: str) -> Reply | No
     line = line.strip()
     if not line:
         return None
-    command, _, arg = line.replace("\t", " ").partition(" ")  # "/voice<tab>off" too
-    if command.startswith("/"):
-        reply = await command_reply(services, asker, command[1:].lower(), arg)
+    command = parse_command(line)
+    if command is not None:
+        reply = await command_reply(services, asker, command.name, command.arg)
         if reply is not None:
             return reply
     name = file_name(line)
@@ -82,9 +84,8 @@ async def handle_line(services: Services, asker: Asker, line: str) -> Reply | No
         return await answer_voice(services, asker, note)
     if looks_like_path(name):
         return await notice_reply(services, asker, "no_audio_file", path=name)
-    if command.startswith("/"):
-        return await notice_reply(services, asker, "unknown_command",
-                                  command=cut_command(command))
+    if command is not None:
+        return await answer_command(services, asker, command)
     return await answer_text(services, asker, line)
 
 
@@ -149,11 +150,6 @@ def looks_like_path(line: str) -> bool:
                                  or line.lower().endswith(tuple(AUDIO_SUFFIXES)))
 
 
-def to_plain(message: str) -> str:
-    """Telegram HTML as terminal text: tags dropped, entities decoded."""
-    return html.unescape(_TAG_RE.sub("", message))
-
-
 async def banner(services: Services, asker: Asker) -> str:
     """The console's first message: where its settings are stored, and the answer language,
     mode and spoken replies in force (set by ``/lang``, ``/mode`` and ``/voice`` in this or an
@@ -170,42 +166,49 @@ async def banner(services: Services, asker: Asker) -> str:
     ])
 
 
+class ConsoleOutbox:
+    """How replies leave in a terminal (the chat layer's ``Outbox``): plain text to ``write``,
+    one message per call; a voice note written as OGG/Opus to ``voice-replies/`` beside the
+    database, its path printed."""
+
+    def __init__(self, write: Callable[[str], None], voice_dir: Path) -> None:
+        self.write, self.voice_dir = write, voice_dir
+        self.n_voice = 0
+
+    async def send_text(self, asker: Asker, texts: list[Text], on_wire: OnWire) -> list[int]:
+        for text in texts:
+            self.write(PLAIN.render(text))
+        return []
+
+    async def send_voice(self, asker: Asker, audio: VoiceAudio, on_wire: OnWire) -> str:
+        self.n_voice += 1
+        target = self.voice_dir / f"reply-{os.getpid()}-{self.n_voice}.ogg"
+        try:
+            await asyncio.to_thread(_write_file, target, audio.ogg)
+        except OSError as exc:
+            raise DeliveryError("write_failed",
+                                f"cannot write {target}: {exc.strerror or exc}") from exc
+        self.write(f"(voice reply: {target})")
+        return str(target)
+
+    def busy(self, asker: Asker,
+             activity: Literal["typing", "recording"]) -> contextlib.nullcontext:
+        return contextlib.nullcontext()
+
+
 async def chat(services: Services, lines: AsyncIterable[str],
                write: Callable[[str], None]) -> None:
     """Say which settings are in force (:func:`banner`), then answer each line until the input
     ends or ``/quit``; replies go to ``write`` as plain text, one message per call."""
-    asker = Asker(CONSOLE_CHAT_ID, user_id=None)
+    asker = Asker(CHANNEL, CONSOLE_CHAT_ID, user_id=None)
+    outbox = ConsoleOutbox(write, services.settings.bot.db_path.parent / "voice-replies")
     write(await banner(services, asker))
     async for line in lines:
         if line.strip().lower() in ("/quit", "/exit"):
             return
         reply = await handle_line(services, asker, line)
-        for message in reply.messages if reply else []:
-            write(to_plain(message))
-        if reply is not None and reply.speech is not None and reply.messages:
-            path = await save_voice(services, asker, reply)
-            if path is not None:
-                write(f"(voice reply: {path})")
-
-
-async def save_voice(services: Services, asker: Asker, reply: Reply) -> Path | None:
-    """Make the voice note of ``reply.speech`` and write it (OGG/Opus) to
-    ``voice-replies/reply-<decision id>.ogg`` beside the database; its path, or None when it
-    could not be made or written (logged and traced like a Telegram voice reply)."""
-    outcome = await make_voice(services, reply.speech)
-    stages, path = list(outcome.stages), None
-    if outcome.audio is not None:
-        target = (services.settings.bot.db_path.parent / "voice-replies"
-                  / f"reply-{reply.decision_id}.ogg")
-        start = time.perf_counter()
-        try:
-            await asyncio.to_thread(_write_file, target, outcome.audio.ogg)
-            path, decision, detail = target, "ok", str(target)
-        except OSError as exc:
-            decision, detail = "failed", f"cannot write {target}: {exc.strerror or exc}"
-        stages.append(Stage("save_voice", decision, detail, (time.perf_counter() - start) * 1e3))
-    await record_voice(services, asker, reply, stages)
-    return path
+        if reply is not None:
+            await deliver(services, outbox, asker, reply)
 
 
 def _write_file(path: Path, data: bytes) -> None:

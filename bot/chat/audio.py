@@ -26,8 +26,10 @@ from bot.errors import BotError
 
 logger = logging.getLogger(__name__)
 
-TELEGRAM_DOWNLOAD_LIMIT_BYTES = 20 * 1024 * 1024
-"""Largest file a bot may download (Bot API ``getFile``: "up to 20 MB in size")."""
+MAX_AUDIO_BYTES = 20 * 1024 * 1024
+"""Largest encoded audio decoded, on any channel: memory stays bounded whatever a front end
+lets through. Each channel's own download limit is its policy (``bot.chat.policy``: Telegram's
+Bot API 20 MB, WhatsApp's 16 MB); a local file in the console is held to this one."""
 
 SARVAM_MAX_SECONDS = 30.0
 """Longest audio Sarvam's synchronous REST ``/speech-to-text`` accepts (docs: "maximum duration
@@ -68,15 +70,14 @@ def _decode(data: bytes, max_seconds: float | None = None) -> AudioSegment:
     it when None.
 
     Raises:
-        AudioError: empty input, over the Telegram download limit, ffmpeg missing, or undecodable.
+        AudioError: empty input, over ``MAX_AUDIO_BYTES``, ffmpeg missing, or undecodable.
     """
     if not data:
         raise AudioError("empty audio: 0 bytes received; send a voice note with speech in it")
-    if len(data) > TELEGRAM_DOWNLOAD_LIMIT_BYTES:
+    if len(data) > MAX_AUDIO_BYTES:
         raise AudioError(
             f"audio of {len(data) / 2**20:.1f} MB is over the "
-            f"{TELEGRAM_DOWNLOAD_LIMIT_BYTES / 2**20:.0f} MB Telegram download limit; "
-            "send a shorter voice note"
+            f"{MAX_AUDIO_BYTES / 2**20:.0f} MB limit; send a shorter voice note"
         )
     if data[:4] == b"RIFF":
         try:
@@ -118,7 +119,7 @@ def transcode_to_wav(data: bytes, max_seconds: float | None = None) -> bytes:
     """Convert a voice note (Telegram's OGG/Opus, or any format ffmpeg reads) to Sarvam's format.
 
     Args:
-        data: the encoded audio file, at most :data:`TELEGRAM_DOWNLOAD_LIMIT_BYTES`.
+        data: the encoded audio file, at most :data:`MAX_AUDIO_BYTES`.
         max_seconds: decode and return at most this many seconds (> 0); the rest of the file is
             never decoded, so a small file that holds hours of audio costs no more memory than
             ``max_seconds`` of it (an hour of 8 kHz Opus is 2.6 MB encoded, ~350 MB decoded at

@@ -1,6 +1,6 @@
 """The WhatsApp front end: the same assistant on the WhatsApp Cloud API.
 
-    python -m bot --whatsapp          # or: python -m bot.whatsapp
+    python -m bot --whatsapp
 
 An aiohttp web server (``WHATSAPP_LISTEN``:``WHATSAPP_PORT``, else ``$PORT``, else 8080) takes
 Meta's webhook at ``WHATSAPP_WEBHOOK_PATH`` (``/webhook``):
@@ -10,32 +10,28 @@ Meta's webhook at ``WHATSAPP_WEBHOOK_PATH`` (``/webhook``):
 - ``POST``: the raw body's HMAC-SHA256 with ``WHATSAPP_APP_SECRET`` must equal the
   ``X-Hub-Signature-256`` header (constant-time compare) before anything is parsed: otherwise
   403 and nothing is stored. Each message (id ``wamid`` and JSON) is then claimed in the
-  ``whatsapp_messages`` table (so a redelivery, even after a restart, is answered once), the
-  answer is 200 at once and the message is handled in the background. Messages claimed but
-  not finished when the process died are handled at the next start; one sent more than
+  durable inbox every channel shares (``bot.chat.inbox``: a redelivery, even after a restart,
+  is dropped), the answer is 200 at once and the message is handled in the background.
+  Messages claimed but not answered when the process died are handled at the next start; one
+  whose reply was already on its way (``sending``) is not sent again; one sent more than
   ``BOT_INBOX_MAX_AGE_S`` ago (Meta redelivers for days after an outage) gets the "reached me
   too late" apology instead of an answer, as on Telegram.
 
-Handling uses the service functions the Telegram bot and the console use (``bot.questions``,
-``bot.commands``): ``text`` is a question, unless it is a command (``why``, ``help``,
-``start``, ``lang hi``, ``mode generative``, ``voice on``: as plain words, or any word with a
-leading slash); ``audio`` (voice notes and audio files) is looked up (``GET /{media-id}``),
-downloaded with the bearer token (at most ``WHATSAPP_MAX_MEDIA_MB``), transcoded and sent to
-Sarvam speech-to-text like a Telegram voice note; a ``reaction`` is logged, not answered; any
-other type gets the "I understand text questions and voice notes" notice. Replies go out
-with ``POST /{phone-number-id}/messages`` in
-WhatsApp's formatting (:func:`to_whatsapp`: ``*bold*``, ``_italic_``, no HTML), split at
-4,096 characters (:func:`split_text`); ``voice auto|on|off`` chooses spoken replies as on
-Telegram (default: a voice note back for a voice note), uploaded with ``POST
-/{phone-number-id}/media`` and sent as ``audio`` after the text. Rate limit
-(``BOT_RATE_LIMIT_*``) as on Telegram; the allow-list is ``WHATSAPP_ALLOWED_NUMBERS``
-(wa_ids, i.e. phone numbers in international form without ``+``). Graph faults are handled
-by ``bot.whatsapp_graph``; a reply that still fails (token, permission, the 24-hour window,
+This module only converts: ``text`` goes to ``bot.chat.questions.reply_to_text`` (commands
+also as bare words: ``why``, ``help``, ``lang hi``); ``audio`` (voice notes and audio files) is
+looked up (``GET /{media-id}``) and downloaded with the bearer token by the voice note's
+``fetch``; a ``reaction`` is logged, not answered; any other type gets the "I understand text
+questions and voice notes" notice. Replies are delivered by ``bot.chat.delivery`` through
+:class:`WhatsAppOutbox`: ``POST /{phone-number-id}/messages`` in WhatsApp's formatting
+(``bot.whatsapp.markup``), split at 4,096 characters, a voice note uploaded with ``POST
+/{phone-number-id}/media`` and sent as ``audio`` after the text. Allow-list
+(``WHATSAPP_ALLOWED_NUMBERS``), size limit (``WHATSAPP_MAX_MEDIA_MB``), rate limit and voice
+on/off are the chat layer's (``bot.chat.policy``). Graph faults are handled by
+``bot.whatsapp.graph``; a reply that still fails (token, permission, the 24-hour window,
 retries spent) is logged and its outcome stored, never retried forever.
 
-Every message's row in ``whatsapp_messages`` keeps the chat id (the sender's number), the
-decision id (``decisions.id``, where the question's trace lives) and the outcome; the
-decision log line is followed by ``whatsapp_reply frontend=whatsapp chat_id=… decision_id=…``.
+Every message's inbox row keeps the chat id (the sender's number), the decision id and the
+outcome; the decision log line is followed by ``whatsapp_reply channel=whatsapp chat_id=…``.
 """
 
 from __future__ import annotations
@@ -44,151 +40,41 @@ import asyncio
 import hmac
 import json
 import logging
-import os
 import re
 import signal
 import sys
 import time
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from contextlib import asynccontextmanager, nullcontext
 from hashlib import sha256
-from html import unescape
-from typing import Any
+from typing import Any, Literal
 
 from aiohttp import web
 
-from bot.commands import command_reply, notice_reply
+from bot.chat.commands import notice_reply
+from bot.chat.context import load_context
+from bot.chat.delivery import DeliveryError, OnWire, deliver
+from bot.chat.inbox import ChannelInbox, Claim
+from bot.chat.policy import ChannelPolicy
+from bot.chat.questions import answer_voice, reply_to_text
+from bot.chat.render import Text
+from bot.chat.services import Services
+from bot.chat.types import Asker, Reply, VoiceNote
+from bot.chat.voice_cache import VoiceAudio
 from bot.errors import SettingsError, VoiceDownloadError
-from bot.questions import answer_text, answer_voice
-from bot.services import Asker, Reply, Services, VoiceNote
 from bot.settings import Settings
-from bot.update_context import load_context
-from bot.voice_reply import make_voice, record_voice
-from bot.whatsapp_graph import GraphClient, GraphError
-from rag.settings import bounded, settings_from_env, wire_text
-from rag.types import Stage
-from storage.whatsapp import MessageStore
+from bot.whatsapp.graph import GraphClient, GraphError
+from bot.whatsapp.markup import to_whatsapp
+from bot.whatsapp.settings import WhatsAppSettings
+from storage.inbox import Inbox
 
 log = logging.getLogger(__name__)
 
-WHATSAPP_TEXT_LIMIT = 4096
-"""Characters per text message body (Cloud API reference, "Text object": body max 4096)."""
-PLAIN_COMMANDS = frozenset({"why", "help", "start"})
-"""Commands recognised as a whole message without a slash (``why``, ``why?``)."""
-ARGUMENT_COMMANDS = frozenset({"lang", "mode", "voice"})
-"""Commands recognised without a slash when followed by at most one word (``lang hi``)."""
+CHANNEL = "whatsapp"
+"""This channel's name, as stored with every row."""
 MAX_WA_ID_DIGITS = 15
 """Longest wa_id: a phone number in international form has at most 15 digits (ITU-T E.164)."""
 _LONE_SURROGATE_RE = re.compile(r"[\ud800-\udfff]")
-
-
-@dataclass(frozen=True, slots=True)
-class WhatsAppSettings:
-    """The WhatsApp front end's settings; environment variables ``WHATSAPP_<FIELD>``."""
-
-    # A permanent (System User) access token of the Meta app, sent as a bearer token.
-    token: str = wire_text("")
-    # The business number's id (WhatsApp Manager > API Setup), not the number itself.
-    phone_number_id: str = wire_text("")
-    # The Meta app's secret (App settings > Basic): checks X-Hub-Signature-256 of each POST.
-    app_secret: str = wire_text("")
-    # Any string you choose; Meta echoes it in the webhook's GET verification.
-    verify_token: str = wire_text("")
-    # Graph API base URL and version; point the URL at ``standins.whatsapp`` for tests.
-    api_base: str = wire_text("https://graph.facebook.com")
-    api_version: str = wire_text("v21.0")
-    listen: str = "0.0.0.0"
-    # Port of the webhook server; a PaaS's $PORT is used when this is not set.
-    port: int = bounded(8080, 1, 65535)
-    webhook_path: str = "/webhook"
-    # Largest audio downloaded, in MB: WhatsApp's own limit for audio is 16 MB.
-    max_media_mb: float = bounded(16.0, 0.01)
-    # Comma-separated wa_ids (numbers with country code, no '+') allowed; empty = everyone.
-    allowed_numbers: tuple[str, ...] = ()
-    # Graph calls: timeout (s), calls per request in all, back-off base and cap (s) for 429/5xx
-    # without Retry-After (1, 2, 4 s: Meta asks clients to back off exponentially).
-    timeout_s: float = bounded(20.0, 0.1)
-    max_attempts: int = bounded(4, 1)
-    backoff_base_s: float = bounded(1.0, 0.0)
-    max_backoff_s: float = bounded(60.0, 0.0)
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> WhatsAppSettings:
-        """Read ``WHATSAPP_*`` (and ``$PORT`` when ``WHATSAPP_PORT`` is unset).
-
-        Raises:
-            SettingsError: a malformed value, naming the variable.
-        """
-        env = os.environ if env is None else env
-        if env.get("PORT") and not env.get("WHATSAPP_PORT"):
-            env = {**env, "WHATSAPP_PORT": env["PORT"]}
-        try:
-            wa = settings_from_env(cls, env, "WHATSAPP_")
-        except ValueError as exc:
-            raise SettingsError(str(exc)) from None
-        numbers = tuple(n.lstrip("+").replace(" ", "") for n in wa.allowed_numbers)
-        if any(not n.isdigit() for n in numbers):
-            raise SettingsError("WHATSAPP_ALLOWED_NUMBERS must be comma-separated phone numbers "
-                                f"with country code, got {env.get('WHATSAPP_ALLOWED_NUMBERS')!r}")
-        return cls(**{**{f: getattr(wa, f) for f in cls.__dataclass_fields__},
-                      "allowed_numbers": numbers})
-
-    def missing(self) -> str | None:
-        """The first required setting not set, as a user message; None when all are."""
-        for name in ("token", "phone_number_id", "app_secret", "verify_token"):
-            if not getattr(self, name):
-                return (f"WHATSAPP_{name.upper()} is not set: see 'WhatsApp' in README.md for "
-                        "where each value comes from")
-        return None
-
-
-# ------------------------------------------------------------------------ formatting
-_TAG_RE = re.compile(r"<(/?)([a-z]+)[^<>]*>")
-_MARKS = {"b": "*", "i": "_", "code": "```"}
-
-
-def to_whatsapp(html: str) -> str:
-    """Telegram HTML from ``bot.render`` as WhatsApp text: ``<b>`` → ``*``, ``<i>`` → ``_``,
-    ``<code>`` → ```` ``` ````, other tags dropped, entities decoded."""
-    return unescape(_TAG_RE.sub(lambda m: _MARKS.get(m.group(2), ""), html))
-
-
-def split_text(text: str, limit: int = WHATSAPP_TEXT_LIMIT) -> list[str]:
-    """``text`` in pieces of at most ``limit`` characters, cut at the last paragraph break,
-    else line break, else space in the second half of each piece, else at ``limit``."""
-    pieces = []
-    while len(text) > limit:
-        for sep in ("\n\n", "\n", " "):
-            cut = text.rfind(sep, limit // 2, limit)
-            if cut > 0:
-                break
-        else:
-            cut = limit
-        pieces.append(text[:cut].rstrip())
-        text = text[cut:].lstrip()
-    if text.strip():
-        pieces.append(text)
-    return pieces
-
-
-def plain_command(text: str) -> tuple[str, str | None] | None:
-    """``(command, argument)`` when ``text`` is a command: ``/anything [arg]``, ``why``,
-    ``help``, ``start`` alone (a final ``?``/``!``/``.`` allowed), or ``lang``/``mode`` with at
-    most one word after; else None (``why is the sky blue`` is a question)."""
-    words = text.split()
-    if not words:
-        return None
-    first = words[0].lower()
-    arg = " ".join(words[1:]) or None
-    if first.startswith("/"):
-        return first[1:], arg
-    name = first.rstrip("?!.")
-    if name in PLAIN_COMMANDS and len(words) == 1:
-        return name, None
-    if name in ARGUMENT_COMMANDS and len(words) <= 2:
-        return name, arg
-    return None
 
 
 def _scrub(value: Any) -> Any:
@@ -251,6 +137,45 @@ async def _healthz(_request: web.Request) -> web.Response:
 
 
 # ------------------------------------------------------------------------ the front end
+def whatsapp_policy(wa: WhatsAppSettings) -> ChannelPolicy:
+    """WhatsApp's rules for the chat layer: ``WHATSAPP_ALLOWED_NUMBERS``,
+    ``WHATSAPP_MAX_MEDIA_MB``."""
+    return ChannelPolicy(CHANNEL, frozenset(int(n) for n in wa.allowed_numbers),
+                         max_voice_bytes=int(wa.max_media_mb * 2**20))
+
+
+class WhatsAppOutbox:
+    """How replies leave on WhatsApp (the chat layer's ``Outbox``): text in WhatsApp's markup
+    split at 4,096 characters, voice notes uploaded and sent as ``audio``; no busy indicator."""
+
+    def __init__(self, graph: GraphClient) -> None:
+        self.graph = graph
+
+    async def send_text(self, asker: Asker, texts: list[Text], on_wire: OnWire) -> list[int]:
+        pieces = [piece for text in texts for piece in to_whatsapp(text)]
+        await on_wire()
+        for n, piece in enumerate(pieces):
+            try:
+                await self.graph.send_text(str(asker.chat_id), piece)
+            except GraphError as exc:
+                log.warning("whatsapp_send_failed chat_id=%s kind=%s status=%d code=%s "
+                            "attempts=%d sent=%d/%d detail=%s", asker.chat_id, exc.kind,
+                            exc.status, exc.code, exc.n_attempts, n, len(pieces), exc)
+                raise DeliveryError(exc.kind, str(exc), n_sent=n) from exc
+        return []  # wamids are text: no numeric ids to remember
+
+    async def send_voice(self, asker: Asker, audio: VoiceAudio, on_wire: OnWire) -> str:
+        try:
+            media_id = await self.graph.upload_audio(audio.ogg)
+            await self.graph.send_audio(str(asker.chat_id), media_id)
+        except GraphError as exc:
+            raise DeliveryError(exc.kind, str(exc)) from exc
+        return f"media {media_id}, {len(audio.ogg)} bytes, {audio.duration_s:.1f} s"
+
+    def busy(self, asker: Asker, activity: Literal["typing", "recording"]) -> nullcontext:
+        return nullcontext()
+
+
 class WhatsAppFrontEnd:
     """The webhook server and message handling; :func:`serving` runs it."""
 
@@ -261,7 +186,10 @@ class WhatsAppFrontEnd:
             token=wa.token, phone_number_id=wa.phone_number_id, base_url=wa.api_base,
             version=wa.api_version, timeout_s=wa.timeout_s, max_attempts=wa.max_attempts,
             backoff_base_s=wa.backoff_base_s, max_backoff_s=wa.max_backoff_s)
-        self.store = MessageStore(services.db)
+        services.channels[CHANNEL] = whatsapp_policy(wa)
+        self.outbox = WhatsAppOutbox(self.graph)
+        self.inbox = ChannelInbox(Inbox(services.db), CHANNEL,
+                                  services.settings.bot.inbox_max_age_s)
         self._tasks: set[asyncio.Task[None]] = set()
 
     def make_app(self) -> web.Application:
@@ -326,70 +254,62 @@ class WhatsAppFrontEnd:
                             str(wamid)[:80], sender[:80])
                 continue
             message = {**message, "from": sender}
-            if not await self.store.claim(message):
+            claim = await self.inbox.claim(wamid, int(sender),
+                                           json.dumps(message, ensure_ascii=False))
+            if claim is None:
                 log.info("whatsapp_duplicate message_id=%s chat_id=%s", wamid, sender)
                 continue
-            self._spawn(message)
+            self._spawn(message, claim)
 
-    def _spawn(self, message: dict[str, Any]) -> None:
-        task = asyncio.create_task(self.handle(message))
+    def _spawn(self, message: dict[str, Any], claim: Claim) -> None:
+        task = asyncio.create_task(self.handle(message, claim))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     async def replay(self) -> int:
-        """Handle the messages a previous run claimed but did not finish; how many."""
-        pending = await self.store.pending()
-        for message in pending:
-            log.info("whatsapp_replay message_id=%s chat_id=%s", message["id"], message["from"])
-            self._spawn(message)
+        """Handle the messages a previous run claimed but did not finish (the chat layer closes
+        those whose reply was already on the wire); how many."""
+        pending = await self.inbox.replay()
+        for item in pending:
+            self._spawn(json.loads(item.payload), self.inbox.held(item.message_key))
         return len(pending)
 
-    async def handle(self, message: dict[str, Any]) -> None:
+    async def handle(self, message: dict[str, Any], claim: Claim) -> None:
         """Answer one claimed message and store its outcome; never raises."""
         wamid, wa_id = message["id"], message["from"]
-        asker = Asker(int(wa_id), user_id=int(wa_id))
+        asker = Asker(CHANNEL, int(wa_id), user_id=int(wa_id))
         start = time.perf_counter()
-        reply, outcome = Reply([]), "no_reply"
         try:
-            age_s = _age_s(message)
-            if age_s is not None and age_s > self.services.settings.bot.inbox_max_age_s:
-                log.info("stale_question frontend=whatsapp chat_id=%s message_id=%s age_s=%.0f",
+            if self.inbox.is_stale(age_s := _age_s(message)):
+                log.info("stale_question channel=whatsapp chat_id=%s message_id=%s age_s=%.0f",
                          wa_id, wamid, age_s)
                 reply = (await load_context(self.services, asker)).say("stale_question")
             else:
                 reply = await self.reply_to(asker, message)
-            outcome = await self.send(wa_id, reply)
-            if reply.speech is not None and outcome.startswith("replied"):
-                outcome += await self.send_voice(asker, wa_id, reply)
+            claim.decision_id = reply.decision_id
+            claim.outcome = await deliver(self.services, self.outbox, asker, reply,
+                                          claim.sending)
         except Exception:  # a bug must not kill the server or lose the outcome
             log.exception("whatsapp_error chat_id=%s message_id=%s", wa_id, wamid)
-            outcome = "error"
+            claim.outcome = "error"
             try:
-                await self.send(wa_id, (await load_context(self.services, asker)).say("error"))
+                error = (await load_context(self.services, asker)).say("error")
+                await deliver(self.services, self.outbox, asker, error, claim.sending)
             except Exception:
                 log.exception("whatsapp_error_reply_failed chat_id=%s", wa_id)
-        reply_ms = (time.perf_counter() - start) * 1e3
-        if reply.decision_id is not None:
-            await self.services.db.set_reply_ms(reply.decision_id, reply_ms)
-        await self.store.finish(wamid, reply.decision_id, outcome)
-        log.info("whatsapp_reply frontend=whatsapp chat_id=%s message_id=%s type=%s "
+        await claim.finish()
+        log.info("whatsapp_reply channel=whatsapp chat_id=%s message_id=%s type=%s "
                  "decision_id=%s outcome=%s ms=%.0f", wa_id, wamid, message.get("type"),
-                 reply.decision_id, outcome, reply_ms)
+                 claim.decision_id, claim.outcome, (time.perf_counter() - start) * 1e3)
 
     async def reply_to(self, asker: Asker, message: dict[str, Any]) -> Reply:
-        """The reply to one message, from the shared service functions."""
+        """The reply to one message, from the chat layer."""
         services, kind = self.services, message.get("type")
-        if self.wa.allowed_numbers and message["from"] not in self.wa.allowed_numbers:
-            log.warning("not_allowed frontend=whatsapp chat_id=%s", message["from"])
-            return (await load_context(services, asker)).say("not_allowed")
         if kind == "text":
             text = message.get("text")
             text = text.get("body") if isinstance(text, dict) else None
             text = text if isinstance(text, str) else ""  # not shaped as Meta sends: empty
-            command = plain_command(text)
-            if command is None:
-                return await answer_text(services, asker, text)
-            return await self._command(asker, *command)
+            return await reply_to_text(services, asker, text, bare_commands=True)
         if kind == "audio":
             audio = message.get("audio")
             media_id = str((audio if isinstance(audio, dict) else {}).get("id", ""))
@@ -403,13 +323,6 @@ class WhatsAppFrontEnd:
             return Reply([])
         log.info("unsupported_message frontend=whatsapp chat_id=%d kind=%s", asker.chat_id, kind)
         return await notice_reply(services, asker, "unsupported_message")
-
-    async def _command(self, asker: Asker, name: str, arg: str | None) -> Reply:
-        reply = await command_reply(self.services, asker, name, arg)
-        if reply is not None:
-            return reply
-        return await notice_reply(self.services, asker, "unknown_command",
-                                  command=f"/{name[:32]}")
 
     async def _fetch_audio(self, media_id: str) -> bytes:
         """Look up and download ``media_id``; once more with a fresh URL if it expired.
@@ -429,41 +342,6 @@ class WhatsAppFrontEnd:
         except GraphError as exc:
             raise VoiceDownloadError(str(exc), is_too_big=exc.kind == "too_big",
                                      max_mb=self.wa.max_media_mb) from exc
-
-    async def send(self, wa_id: str, reply: Reply) -> str:
-        """Send ``reply``'s messages as WhatsApp text; the outcome: ``replied n=<pieces>``,
-        ``no_reply`` or ``send_failed kind=<GraphError kind>`` (logged; later pieces dropped)."""
-        pieces = [p for message in reply.messages for p in split_text(to_whatsapp(message))]
-        for n, piece in enumerate(pieces):
-            try:
-                await self.graph.send_text(wa_id, piece)
-            except GraphError as exc:
-                log.warning("whatsapp_send_failed chat_id=%s kind=%s status=%d code=%s "
-                            "attempts=%d sent=%d/%d detail=%s", wa_id, exc.kind, exc.status,
-                            exc.code, exc.n_attempts, n, len(pieces), exc)
-                return f"send_failed kind={exc.kind}"
-        return f"replied n={len(pieces)}" if pieces else "no_reply"
-
-    async def send_voice(self, asker: Asker, wa_id: str, reply: Reply) -> str:
-        """After the text: ``reply.speech`` as a voice note (Sarvam text-to-speech, OGG/Opus, as
-        on Telegram), uploaded and sent; its stages go to the decision's trace. The outcome's
-        suffix: `` voice=ok`` or `` voice=failed`` (the text stands either way)."""
-        assert reply.speech is not None
-        made = await make_voice(self.services, reply.speech)
-        stages = list(made.stages)
-        if made.audio is not None:
-            start = time.perf_counter()
-            try:
-                media_id = await self.graph.upload_audio(made.audio.ogg)
-                await self.graph.send_audio(wa_id, media_id)
-                decision, detail = "ok", (f"media {media_id}, {len(made.audio.ogg)} bytes, "
-                                          f"{made.audio.duration_s:.1f} s")
-            except GraphError as exc:
-                decision, detail = "failed", str(exc)
-            stages.append(Stage("send_voice", decision, detail,
-                                (time.perf_counter() - start) * 1e3))
-        await record_voice(self.services, asker, reply, stages)
-        return " voice=failed" if any(s.decision == "failed" for s in stages) else " voice=ok"
 
     async def drain(self, timeout_s: float = 30.0) -> None:
         """Wait for the messages being handled (at shutdown, and in tests)."""

@@ -2,7 +2,7 @@
 
 Two calls, named for what they do: :meth:`RateLimiter.peek_wait_s` only reads;
 :meth:`RateLimiter.acquire` decides one message and records it. Call ``acquire`` once per
-message (``bot.update_context`` does) and let everything else read its :class:`RateVerdict`.
+message (``bot.chat.context`` does) and let everything else read its :class:`RateVerdict`.
 """
 
 from __future__ import annotations

@@ -1,26 +1,87 @@
-"""/start, /help, /why, /lang, /mode, /voice and notices (e.g. "unknown command") as framework-free
-service functions.
+"""/start, /help, /why, /lang, /mode, /voice and notices (e.g. "unknown command") as channel-free
+service functions, and the one parser of commands typed as text (:func:`parse_command`).
 
 Each is called as ``command(services, asker, *args)`` with the :class:`Services`, the
 :class:`Asker` and the command's argument (text after the command, or None) and returns a
-:class:`Reply` of Telegram HTML. Each goes through the per-update step
-(``bot.update_context.per_update``), so it counts against the user's rate limit like a question:
+:class:`Reply`. Each goes through the per-update step
+(``bot.chat.context.per_update``), so it counts against the user's rate limit like a question:
 over it, the reply is "please wait N s" once per window, then empty, and nothing is changed.
 """
 
 from __future__ import annotations
 
 import logging
-from html import escape
+from dataclasses import dataclass
 
-from bot.messages import language_name, t
-from bot.render import render_trace
-from bot.services import Asker, Reply, Services, ui_language
-from bot.update_context import UpdateContext, per_update
+from bot.chat.context import UpdateContext, per_update
+from bot.chat.messages import language_name, t
+from bot.chat.render import Text, render_trace
+from bot.chat.services import Services
+from bot.chat.types import Asker, Reply, ui_language
 from storage.db import CHAT_LANGS, MODES, VOICE_MODES
 from storage.inbox import decision_of_sent
 
 log = logging.getLogger(__name__)
+
+BARE_COMMANDS = frozenset({"why", "help", "start"})
+"""Commands recognised as a whole message without a slash (``why``, ``why?``), where the channel
+has no command menu (WhatsApp)."""
+BARE_ARGUMENT_COMMANDS = frozenset({"lang", "mode", "voice"})
+"""Commands recognised without a slash when followed by at most one word (``lang hi``)."""
+COMMAND_CHARS = 32
+"""Longest command echoed back or logged, in characters ("/" included) before an ellipsis:
+Telegram's own commands are at most 32 characters, so only junk is cut."""
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """A command typed as text: ``name`` without slash or ``@bot``, lower case; ``arg`` the text
+    after it (None when there is none); ``typed`` the command as typed, for "unknown command"
+    (cut to ``COMMAND_CHARS``)."""
+
+    name: str
+    arg: str | None
+    typed: str
+
+
+def parse_command(text: str, *, bare_words: bool = False) -> Command | None:
+    """The command ``text`` is, else None (a question).
+
+    ``/name[@bot] [arg]`` always is one (tabs count as spaces; ``@bot`` is dropped: the front end
+    decides first whether the message is addressed to the bot). With ``bare_words`` (channels
+    without a command menu) also ``why``, ``help``, ``start`` alone (a final ``?``/``!``/``.``
+    allowed) and ``lang``/``mode``/``voice`` with at most one word after: ``why is the sky
+    blue`` stays a question.
+    """
+    words = text.split()
+    if not words:
+        return None
+    first, arg = words[0], " ".join(words[1:]) or None
+    if first.startswith("/") and len(first) > 1:
+        typed = first.partition("@")[0]
+        return Command(typed[1:].lower(), arg, cut_command(typed))
+    if not bare_words:
+        return None
+    name = first.lower().rstrip("?!.")
+    if (name in BARE_COMMANDS and len(words) == 1) or \
+            (name in BARE_ARGUMENT_COMMANDS and len(words) <= 2):
+        return Command(name, arg, cut_command("/" + name))
+    return None
+
+
+def cut_command(command: str) -> str:
+    """``command`` as echoed back or logged: at most ``COMMAND_CHARS`` characters plus "…"."""
+    return command[:COMMAND_CHARS] + "…" if len(command) > COMMAND_CHARS else command
+
+
+async def answer_command(services: Services, asker: Asker, command: Command) -> Reply:
+    """The reply to ``command``: its own (:func:`command_reply`), or "unknown command"."""
+    reply = await command_reply(services, asker, command.name, command.arg)
+    if reply is not None:
+        return reply
+    log.info("unsupported_message channel=%s chat_id=%d kind=command command=%s",
+             asker.channel, asker.chat_id, command.typed)
+    return await notice_reply(services, asker, "unknown_command", command=command.typed)
 
 
 @per_update
@@ -31,7 +92,7 @@ async def help_reply(ctx: UpdateContext) -> Reply:
 
 @per_update
 async def notice_reply(ctx: UpdateContext, key: str, **args: object) -> Reply:
-    """The message ``key`` of ``bot.messages`` (formatted with ``args``) in the chat's or the
+    """The message ``key`` of ``bot.chat.messages`` (formatted with ``args``) in the chat's or the
     user's language, e.g. ``unknown_command`` with ``command="/foo"``."""
     return ctx.say(key, **args)
 
@@ -43,17 +104,18 @@ async def why_reply(ctx: UpdateContext, replied_to: int | None = None) -> Reply:
     restarts: each stage's decision, detail and milliseconds, in that question's language."""
     db = ctx.services.db
     if replied_to is not None:
-        stored = await decision_of_sent(db, ctx.chat_id, replied_to)
+        stored = await decision_of_sent(db, ctx.asker.channel, ctx.chat_id, replied_to)
         log.info("why_reply chat_id=%d replied_to=%d decision_id=%s", ctx.chat_id, replied_to,
                  stored.id if stored else None)
         if stored is None:
             return ctx.say("why_not_an_answer")
     else:
-        stored = await db.last_decision(ctx.chat_id)
+        stored = await db.last_decision(ctx.asker.channel, ctx.chat_id)
     if stored is None:
         return ctx.say("why_empty")
     result = stored.result
-    return Reply(render_trace(result.trace, result.lang, query=result.query or stored.transcript))
+    return Reply([render_trace(result.trace, result.lang,
+                               query=result.query or stored.transcript)])
 
 
 @per_update
@@ -62,13 +124,13 @@ async def lang_reply(ctx: UpdateContext, arg: str | None) -> Reply:
     in); without a valid argument, the language in force and the usage line."""
     choice, ui = (arg or "").strip().lower(), ctx.ui
     if choice not in CHAT_LANGS:
-        return Reply([escape(f"{lang_line(ctx.chat.lang, ui)}\n{t('lang_usage', ui)}")])
-    chat = await ctx.services.db.set_chat_settings(ctx.chat_id, lang=choice)
+        return Reply([Text.plain(f"{lang_line(ctx.chat.lang, ui)}\n{t('lang_usage', ui)}")])
+    chat = await ctx.services.db.set_chat_settings(ctx.asker.channel, ctx.chat_id, lang=choice)
     log.info("chat_settings chat_id=%d lang=%s", ctx.chat_id, choice)
     ui = ui_language(chat.lang, ctx.asker)  # the new choice speaks already
     if choice == "auto":
-        return Reply([escape(t("lang_auto", ui))])
-    return Reply([escape(t("lang_set", ui, language=language_name(choice, ui)))])
+        return Reply([Text.plain(t("lang_auto", ui))])
+    return Reply([Text.plain(t("lang_set", ui, language=language_name(choice, ui)))])
 
 
 @per_update
@@ -80,13 +142,13 @@ async def mode_reply(ctx: UpdateContext, arg: str | None) -> Reply:
     has_llm_key = bool(ctx.services.settings.openrouter.api_key)
     if choice not in MODES:
         current = mode_line(ctx.chat.mode, ui, has_llm_key=has_llm_key)
-        return Reply([escape(f"{current}\n{t('mode_usage', ui)}")])
-    await ctx.services.db.set_chat_settings(ctx.chat_id, mode=choice)
+        return Reply([Text.plain(f"{current}\n{t('mode_usage', ui)}")])
+    await ctx.services.db.set_chat_settings(ctx.asker.channel, ctx.chat_id, mode=choice)
     log.info("chat_settings chat_id=%d mode=%s", ctx.chat_id, choice)
     text = t("mode_set", ui, mode=t(f"mode_{choice}", ui))
     if choice == "generative" and not has_llm_key:
         text += "\n" + t("mode_no_llm_key", ui)
-    return Reply([escape(text)])
+    return Reply([Text.plain(text)])
 
 
 @per_update
@@ -97,18 +159,16 @@ async def voice_command_reply(ctx: UpdateContext, arg: str | None) -> Reply:
     choice, ui, services = (arg or "").strip().lower(), ctx.ui, ctx.services
     if choice not in VOICE_MODES:
         current = voice_line(ctx.chat.voice, ui, services)
-        return Reply([escape(f"{current}\n{t('voice_usage', ui)}")])
-    await services.db.set_chat_settings(ctx.chat_id, voice=choice)
+        return Reply([Text.plain(f"{current}\n{t('voice_usage', ui)}")])
+    await services.db.set_chat_settings(ctx.asker.channel, ctx.chat_id, voice=choice)
     log.info("chat_settings chat_id=%d voice=%s", ctx.chat_id, choice)
-    return Reply([escape(voice_line(choice, ui, services))])
+    return Reply([Text.plain(voice_line(choice, ui, services))])
 
 
 async def command_reply(services: Services, asker: Asker, name: str,
                         arg: str | None) -> Reply | None:
     """The reply to the text command ``/name arg`` (``name`` without the slash, lower case;
-    ``arg`` None or blank when there is none), for front ends that read commands from text (the
-    console, WhatsApp); None when ``name`` is not a command here. Telegram registers one
-    handler per command instead."""
+    ``arg`` None or blank when there is none); None when ``name`` is not a command here."""
     arg = arg or None
     match name:
         case "start" | "help":

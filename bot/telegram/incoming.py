@@ -1,4 +1,4 @@
-"""Pure helpers that turn Telegram messages into the plain data the service functions take.
+"""Pure helpers that turn Telegram messages into the chat layer's plain data (``bot.chat.types``).
 
 No network and no bot: testable on ``telegram.Message`` objects built by hand.
 """
@@ -8,19 +8,27 @@ from __future__ import annotations
 from telegram import Message, MessageEntity
 from telegram.constants import ChatType
 
-from bot.services import Asker
+from bot.chat.types import Asker
+
+CHANNEL = "telegram"
+"""This channel's name, as stored with every row."""
 
 
-def asker_of(message: Message) -> Asker:
-    """Chat, user, message id and the user's interface language of ``message``."""
+def asker_of(message: Message, bot_id: int | None = None) -> Asker:
+    """Chat, user, message id, the user's interface language of ``message``, whether the chat is
+    private, and (given the bot's ``bot_id``) the bot's message it replies to."""
     user = message.from_user
     return Asker(
+        channel=CHANNEL,
         chat_id=message.chat_id,
         user_id=user.id if user else None,
         message_id=message.message_id,
         language_code=user.language_code if user else None,
         sender_chat_id=message.sender_chat.id if message.sender_chat else None,
         forwarded_from=forward_origin(message),
+        replied_to=message.reply_to_message.message_id
+        if bot_id is not None and is_reply_to_bot(message, bot_id) else None,
+        is_private=is_private(message),
     )
 
 
@@ -79,33 +87,29 @@ _KINDS = ("sticker", "photo", "video_note", "video", "animation", "document", "a
 def message_kind(message: Message) -> str:
     """What ``message`` carries, for logs: ``command``, ``sticker``, ``photo``, ``video_note``,
     ``document``, ... (the first of those it has), else ``other``."""
-    if unknown_command(message) is not None:
+    if is_command(message):
         return "command"
     return next((kind for kind in _KINDS if getattr(message, kind, None)), "other")
 
 
-COMMAND_CHARS = 32
-"""Longest command echoed back or logged, in characters ("/" included) before an ellipsis:
-Telegram's own commands are at most 32 characters, so only junk is cut."""
+KNOWN_COMMANDS = frozenset({"start", "help", "why", "lang", "mode", "voice"})
+"""The commands of the menu (``bot.telegram.app.COMMANDS``)."""
 
 
-def unknown_command(message: Message) -> str | None:
-    """The command a text starts with (``/foo``, without ``@bot``; cut to ``COMMAND_CHARS``
-    characters plus "…" when longer), else None. Called on messages no command handler took,
-    so the command is one the bot does not know."""
+def addresses_command(message: Message, bot_username: str) -> bool:
+    """Whether a command is for this bot: ``/cmd@bot_username``, any command in a private chat,
+    or one of ``KNOWN_COMMANDS`` without ``@`` in a group (as PTB's ``CommandHandler`` takes
+    them); ``/cmd@otherbot`` and unknown commands without ``@`` in groups are not."""
+    command, _, target = (message.text or "").split()[0].partition("@")
+    if target:
+        return target.lower() == bot_username.lower()
+    return is_private(message) or command[1:].lower() in KNOWN_COMMANDS
+
+
+def is_command(message: Message) -> bool:
+    """Whether the text starts with a command (``/foo``)."""
     text = message.text or ""
-    command = text.split()[0].split("@")[0] if text.startswith("/") else ""
-    return cut_command(command) if len(command) > 1 else None
-
-
-def cut_command(command: str) -> str:
-    """``command`` as echoed back or logged: at most ``COMMAND_CHARS`` characters plus "…"."""
-    return command[:COMMAND_CHARS] + "…" if len(command) > COMMAND_CHARS else command
-
-
-def command_argument(args: list[str] | None) -> str | None:
-    """The text after a command (PTB's ``context.args``), or None when there is none."""
-    return " ".join(args) if args else None
+    return text.startswith("/") and len(text.split()[0].split("@")[0]) > 1
 
 
 def _mentions(message: Message, bot_username: str) -> bool:

@@ -20,22 +20,24 @@ from telegram.ext import (
     AIORateLimiter,
     Application,
     ApplicationBuilder,
-    CommandHandler,
     ContextTypes,
     Defaults,
     MessageHandler,
-    TypeHandler,
     filters,
 )
 
-from bot import handlers
+from bot.chat.inbox import ChannelInbox
+from bot.chat.messages import t
+from bot.chat.policy import ChannelPolicy
+from bot.chat.services import Services
 from bot.errors import StartupError
-from bot.handlers import BotContext
-from bot.inbox import DurableUpdateQueue, InboxApplication, InboxRateLimiter, UpdateInbox
-from bot.messages import t
-from bot.services import Services
 from bot.settings import Settings, TelegramSettings
-from bot.startup import connect_bot_api
+from bot.telegram import handlers
+from bot.telegram.handlers import BotContext
+from bot.telegram.inbox import DurableUpdateQueue, InboxApplication, InboxRateLimiter, replay
+from bot.telegram.incoming import CHANNEL
+from bot.telegram.outbox import TelegramOutbox
+from bot.telegram.startup import connect_bot_api
 from rag.pipeline import Pipeline
 from rag.types import LANGUAGES
 from storage.inbox import Inbox
@@ -45,11 +47,20 @@ log = logging.getLogger(__name__)
 ALLOWED_UPDATES = [Update.MESSAGE, Update.EDITED_MESSAGE]
 """Update types the bot asks for (an edited question is answered again)."""
 COMMANDS = ("start", "help", "why", "lang", "mode", "voice")
+TELEGRAM_DOWNLOAD_LIMIT_BYTES = 20 * 1024 * 1024
+"""Largest file a bot may download (Bot API ``getFile``: "up to 20 MB in size")."""
+
+
+def telegram_policy(settings: Settings) -> ChannelPolicy:
+    """Telegram's rules for the chat layer: ``BOT_ALLOWED_USER_IDS``, the 20 MB download."""
+    return ChannelPolicy(CHANNEL, frozenset(settings.bot.allowed_user_ids),
+                         max_voice_bytes=TELEGRAM_DOWNLOAD_LIMIT_BYTES)
 
 
 def overall_rate_limiter(tg: TelegramSettings) -> AIORateLimiter:
     """PTB's rate limiter at ``tg.overall_max_rate`` messages per second (0: no cap), marking
-    replies ``sending`` in the inbox as they go out (``bot.inbox.InboxRateLimiter``). A rate
+    replies ``sending`` in the inbox as they go out (``bot.telegram.inbox.InboxRateLimiter``). A
+    rate
     below 1/s is one message per 1/rate seconds: aiolimiter cannot hold under one message."""
     rate = tg.overall_max_rate
     if 0 < rate < 1:
@@ -84,21 +95,12 @@ def build_application(settings: Settings, pipeline: Pipeline | None = None) -> A
 
 
 def add_handlers(app: Application, settings: Settings) -> None:
-    # access (runs first)
-    if settings.bot.allowed_user_ids:
-        app.add_handler(TypeHandler(Update, handlers.allow_list_gate), group=-1)
-    # commands
-    app.add_handler(CommandHandler(["start", "help"], handlers.on_help))
-    app.add_handler(CommandHandler("why", handlers.on_why))
-    app.add_handler(CommandHandler("lang", handlers.on_lang))
-    app.add_handler(CommandHandler("mode", handlers.on_mode))
-    app.add_handler(CommandHandler("voice", handlers.on_voice_setting))
-    # questions
+    # typed text: commands (parsed by the chat layer) and questions
+    app.add_handler(MessageHandler(filters.TEXT, handlers.on_text))
+    # voice notes and audio
     app.add_handler(MessageHandler(filters.VOICE | filters.AUDIO | filters.Document.AUDIO,
                                    handlers.on_voice))
-    app.add_handler(MessageHandler(filters.TEXT & ~filters.COMMAND, handlers.on_text))
-    # anything else said to the bot (in groups: /foo@bot, replies to it): unknown commands,
-    # stickers, photos, ...
+    # anything else said to the bot (stickers, photos, ...)
     app.add_handler(MessageHandler(~filters.StatusUpdate.ALL, handlers.on_other))
     # failures
     app.add_error_handler(handlers.on_error)
@@ -106,15 +108,18 @@ def add_handlers(app: Application, settings: Settings) -> None:
 
 async def open_services(app: Application, *, settings: Settings,
                         pipeline: Pipeline | None) -> None:
-    """post_init: load the pipeline, open the database and clients, attach the durable inbox
-    and queue again what a crash left pending, publish the commands."""
+    """post_init: load the pipeline, open the database and clients, register Telegram's policy
+    and outbox, attach the durable inbox and queue again what a crash left pending, publish the
+    commands."""
     services = await Services.open(settings, pipeline)
+    services.channels[CHANNEL] = telegram_policy(settings)
     app.bot_data["services"] = services
-    inbox = UpdateInbox(Inbox(services.db), settings.bot.inbox_max_age_s)
+    app.bot_data["outbox"] = TelegramOutbox(app.bot, settings.telegram.chat_action_interval_s)
+    inbox = ChannelInbox(Inbox(services.db), CHANNEL, settings.bot.inbox_max_age_s)
     app.bot_data["inbox"] = inbox
     if isinstance(app.update_queue, DurableUpdateQueue):
         app.update_queue.inbox = inbox
-    n_replayed = await inbox.replay(app.bot, app.update_queue)
+    n_replayed = await replay(inbox, app.bot, app.update_queue)
     log.info("inbox_open n_replayed=%d max_age_s=%.0f", n_replayed, inbox.max_age_s)
     await set_commands(app)
 

@@ -1,7 +1,7 @@
 """Repeated questions: the same text from the same chat within ``BOT_REPEAT_WINDOW_S`` seconds is
 answered once (a double tap, a client resending on a flaky connection, five impatient sends).
 
-In memory, per process, like ``bot.ratelimit``: after a restart a repeat is answered again,
+In memory, per process, like ``bot.chat.ratelimit``: after a restart a repeat is answered again,
 which is what a user who got no answer wants. Texts are compared as the pipeline reads them
 (``rag.text.clean_query``), case-folded, ignoring punctuation and spacing.
 """

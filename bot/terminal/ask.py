@@ -20,7 +20,7 @@ import logging
 import os
 import sys
 
-from bot.render import render_result_text
+from bot.chat.render import render_result_text
 from clients.openrouter import OpenRouterClient, OpenRouterSettings
 from rag.answering import Answerer
 from rag.errors import RagError
@@ -46,8 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def format_result(result: Result) -> str:
     """Plain text for a terminal: a header ``STATUS [lang, mode]``, the reply as a chat shows it
-    (:func:`bot.render.render_result_text` in the question's language: the answer with its notes
-    and cited passages, or the refusal stating its numbers), then the trace, one stage a line."""
+    (:func:`bot.chat.render.render_result_text` in the question's language: the answer with its
+    notes and cited passages, or the refusal stating its numbers), then the trace, one stage a
+    line."""
     lines = [f"{result.status.value.upper()} [{result.lang}, {result.mode}]",
              render_result_text(result, result.lang), "trace:"]
     for st in result.trace.stages:

@@ -1,7 +1,8 @@
 """Questions, typed or spoken: the per-update step (settings, language, rate limit:
-``bot.update_context``) → (voice: size/length checks → download → transcode → speech-to-text) →
-pipeline → record the decision → render. Framework-free service functions shared by the
-Telegram handlers, the console and WhatsApp.
+``bot.chat.context``) → (voice: size/length checks → download → transcode → speech-to-text) →
+pipeline → bound the answer (``bot.chat.limits``) → record the decision → render. Channel-free
+service functions every front end calls; :func:`reply_to_text` is the one entry for typed text
+(a command, "why?" or "tell me more" in reply to an answer, or a question).
 
 Every question that reaches a decision is committed to the database before the reply is built,
 including voice notes refused before the pipeline (too big, not downloadable, unreadable, no
@@ -14,23 +15,20 @@ from __future__ import annotations
 import asyncio
 import logging
 from functools import partial
-from html import escape
 
-from bot.audio import (
-    TELEGRAM_DOWNLOAD_LIMIT_BYTES,
-    AudioError,
-    audio_duration_s,
-    split_wav,
-    transcode_to_wav,
-)
+from bot.chat.audio import AudioError, audio_duration_s, split_wav, transcode_to_wav
+from bot.chat.commands import answer_command, parse_command, why_reply
+from bot.chat.context import Busy, UpdateContext, no_indicator, run_update
+from bot.chat.followups import reply_kind
+from bot.chat.limits import bound_answer
+from bot.chat.messages import t
+from bot.chat.render import Text, render_result
+from bot.chat.repeats import Repeat
+from bot.chat.services import Services
+from bot.chat.speech import is_filler_only, measure_speech
+from bot.chat.types import Asker, Reply, VoiceNote, script_language, ui_language
+from bot.chat.voice_reply import speech_for
 from bot.errors import BotError, VoiceDownloadError
-from bot.messages import t
-from bot.render import render_result
-from bot.repeats import Repeat
-from bot.services import Asker, Reply, Services, VoiceNote, script_language, ui_language
-from bot.speech import is_filler_only, measure_speech
-from bot.update_context import Busy, UpdateContext, no_indicator, run_update
-from bot.voice_reply import speech_for
 from clients.stt import Transcript
 from rag.errors import ServiceError
 from rag.text import clean_query
@@ -41,11 +39,33 @@ from storage.inbox import decision_of_message
 log = logging.getLogger(__name__)
 
 
+async def reply_to_text(services: Services, asker: Asker, text: str, *,
+                        bare_commands: bool = False, busy: Busy = no_indicator) -> Reply:
+    """The reply to typed text on any channel: a command (:func:`bot.chat.commands.
+    parse_command`; ``bare_commands`` for channels without a command menu), else, in reply to
+    one of the bot's messages (``asker.replied_to``), "why?" (how that answer was decided) or
+    "tell me more" (a request for a full question, in the language it was written in), else a
+    question (:func:`answer_text`)."""
+    command = parse_command(text, bare_words=bare_commands)
+    if command is not None:
+        return await answer_command(services, asker, command)
+    kind = reply_kind(text) if asker.replied_to is not None else None
+    if kind == "why":
+        return await why_reply(services, asker, asker.replied_to)
+    if kind == "follow_up":  # no context to continue from
+        return await run_update(services, asker, _full_question, ui_hint=script_language(text))
+    return await answer_text(services, asker, text, busy=busy)
+
+
+async def _full_question(ctx: UpdateContext) -> Reply:
+    return ctx.say("full_question")
+
+
 async def answer_text(services: Services, asker: Asker, text: str, *,
                       busy: Busy = no_indicator) -> Reply:
     """Answer a typed question in the chat's mode and language, or refuse with score and floor.
 
-    Runs in the per-update step (``bot.update_context.run_update``): without a ``/lang``
+    Runs in the per-update step (``bot.chat.context.run_update``): without a ``/lang``
     choice, notices are in the question's script; a message already answered (replayed from the
     inbox) or the same question again is answered without counting against the rate limit;
     ``busy`` shows while the question is answered.
@@ -61,13 +81,13 @@ async def answer_text(services: Services, asker: Asker, text: str, *,
 
 async def _answer_text(ctx: UpdateContext, text: str) -> Reply:
     services, asker, chat = ctx.services, ctx.asker, ctx.chat
-    result = await _ask(services, text, chat, hint_lang=None)
+    result = bound_answer(await _ask(services, text, chat, hint_lang=None))
     _mark_forwarded(result.trace, asker)
     if result.status == Status.ERROR:
         services.repeats.forget(asker.chat_id, text)  # a retry of a failure deserves an answer
     decision_id = await _record(services, asker, "text", result)
     lang = _reply_lang(result, chat, asker)
-    return Reply(render_result(result, lang), decision_id,
+    return Reply([render_result(result, lang)], decision_id,
                  speech_for(result, lang, chat.voice, is_voice_question=False))
 
 
@@ -79,7 +99,7 @@ async def _replayed_or_repeated(ctx: UpdateContext, text: str) -> Reply | None:
     stored = await _stored_answer(ctx.services, ctx.asker, text)
     if stored is not None:
         lang = _reply_lang(stored.result, ctx.chat, ctx.asker)
-        return Reply(render_result(stored.result, lang), stored.id)
+        return Reply([render_result(stored.result, lang)], stored.id)
     repeat = ctx.services.repeats.check(ctx.chat_id, ctx.asker.message_id, text,
                                         ctx.services.clock())
     return None if repeat is None else _repeat_reply(ctx.asker, repeat, ctx.ui)
@@ -89,8 +109,9 @@ async def answer_voice(services: Services, asker: Asker, voice: VoiceNote, *,
                        busy: Busy = no_indicator) -> Reply:
     """Answer a voice note: the reply shows the transcript it answered, then the answer.
 
-    Runs in the per-update step (``bot.update_context.run_update``); ``busy`` shows while the
-    note is fetched, transcribed and answered. Over-size notes (> 20 MB) and notes advertised
+    Runs in the per-update step (``bot.chat.context.run_update``); ``busy`` shows while the
+    note is fetched, transcribed and answered. Notes over the channel's size limit
+    (:attr:`bot.chat.policy.ChannelPolicy.max_voice_bytes`) and notes advertised
     longer than ``BOT_MAX_VOICE_S`` are refused before download, and notes that turn out longer
     after it (only the first ``BOT_MAX_VOICE_S`` + 1 s are ever decoded); notes over Sarvam's
     30 s are split and transcribed chunk by chunk. Sarvam's language code becomes the
@@ -105,14 +126,14 @@ async def _answer_voice(ctx: UpdateContext, voice: VoiceNote) -> Reply:
     trace = Trace()
     _mark_forwarded(trace, asker)
     try:
-        heard = await _transcribe(services, voice, chat, trace)
+        heard = await _transcribe(services, asker, voice, chat, trace)
     except _VoiceRefused as refused:
         return await _voice_refusal(services, asker, ctx.ui, trace, refused)
-    result = await _ask(services, heard.text, chat, hint_lang=heard.language)
+    result = bound_answer(await _ask(services, heard.text, chat, hint_lang=heard.language))
     result.trace.stages[:0] = trace.stages
     decision_id = await _record(services, asker, "voice", result, heard)
     lang = _reply_lang(result, chat, asker, heard)
-    return Reply(render_result(result, lang, transcript=heard.text), decision_id,
+    return Reply([render_result(result, lang, transcript=heard.text)], decision_id,
                  speech_for(result, lang, chat.voice, is_voice_question=True))
 
 
@@ -139,7 +160,7 @@ class _VoiceRefused(BotError):
         self.message_args = message_args
 
 
-async def _transcribe(services: Services, voice: VoiceNote, chat: ChatSettings,
+async def _transcribe(services: Services, asker: Asker, voice: VoiceNote, chat: ChatSettings,
                       trace: Trace) -> Transcript:
     """Checks, download, transcode (thread), split (thread), speech-to-text; each a stage.
 
@@ -148,7 +169,8 @@ async def _transcribe(services: Services, voice: VoiceNote, chat: ChatSettings,
             failure, no speech.
     """
     max_s = services.settings.bot.max_voice_s
-    refused = _advertised_refusal(voice, max_s)
+    max_bytes = services.policy(asker.channel).max_voice_bytes
+    refused = _advertised_refusal(voice, max_s, max_bytes)
     trace.add("voice_checks", "refused" if refused else "passed", _advertised(voice))
     if refused is not None:
         raise refused
@@ -165,12 +187,13 @@ async def _transcribe(services: Services, voice: VoiceNote, chat: ChatSettings,
             stage.detail = (f"16 kHz mono WAV, {duration_s:.1f} s "
                             f"(decoding stops at {max_decode_s} s)")
     except VoiceDownloadError as exc:
-        raise _download_refusal(exc) from exc
+        raise _download_refusal(exc, max_bytes) from exc
     except AudioError as exc:
         raise _VoiceRefused("audio_unreadable", str(exc)) from exc
     if duration_s > max_s:
         raise _VoiceRefused("voice_too_long", f"{duration_s:.1f} s over {max_s} s", max_s=max_s)
-    with trace.timed("speech_gate") as stage:  # bot.speech: no Sarvam call for silence or noise
+    # bot.chat.speech: no Sarvam call for silence or noise
+    with trace.timed("speech_gate") as stage:
         speech = await asyncio.to_thread(measure_speech, wav)
         stage.decision = "passed" if speech.has_question else "refused"
         stage.detail = speech.describe()
@@ -196,23 +219,25 @@ async def _transcribe(services: Services, voice: VoiceNote, chat: ChatSettings,
     return heard
 
 
-def _advertised_refusal(voice: VoiceNote, max_s: int) -> _VoiceRefused | None:
-    """The refusal when the advertised size (bytes) or duration (s) rules the note out before
-    download, else None."""
-    if voice.file_size is not None and voice.file_size > TELEGRAM_DOWNLOAD_LIMIT_BYTES:
-        return _VoiceRefused("voice_too_big", f"{voice.file_size} bytes over the 20 MB limit",
-                             max_mb=TELEGRAM_DOWNLOAD_LIMIT_BYTES // 2**20)
+def _advertised_refusal(voice: VoiceNote, max_s: int,
+                        max_bytes: int | None) -> _VoiceRefused | None:
+    """The refusal when the advertised size (bytes, over the channel's ``max_bytes``; None: no
+    limit) or duration (s) rules the note out before download, else None."""
+    if voice.file_size is not None and max_bytes is not None and voice.file_size > max_bytes:
+        return _VoiceRefused("voice_too_big", f"{voice.file_size} bytes over the "
+                             f"{max_bytes / 2**20:g} MB limit", max_mb=f"{max_bytes / 2**20:g}")
     if voice.duration_s is not None and voice.duration_s > max_s:
         return _VoiceRefused("voice_too_long", f"{voice.duration_s} s over {max_s} s",
                              max_s=max_s)
     return None
 
 
-def _download_refusal(exc: VoiceDownloadError) -> _VoiceRefused:
-    """Too large when the server said so (a refusal of the input), else could not download (an
-    error on the way)."""
+def _download_refusal(exc: VoiceDownloadError, max_bytes: int | None) -> _VoiceRefused:
+    """Too large when the server said so (a refusal of the input; the limit stated is the
+    channel's ``max_bytes``), else could not download (an error on the way)."""
     if exc.is_too_big:
-        max_mb = TELEGRAM_DOWNLOAD_LIMIT_BYTES // 2**20 if exc.max_mb is None else exc.max_mb
+        max_mb = exc.max_mb if exc.max_mb is not None else \
+            (max_bytes or 0) / 2**20
         return _VoiceRefused("voice_too_big", f"download refused: {exc}", max_mb=f"{max_mb:g}")
     return _VoiceRefused("voice_download_failed", str(exc), status=Status.ERROR)
 
@@ -247,7 +272,8 @@ async def _stored_answer(services: Services, asker: Asker, text: str) -> StoredD
     so a question replayed from the inbox is answered from it, not decided a second time."""
     if asker.message_id is None:
         return None
-    stored = await decision_of_message(services.db, asker.chat_id, asker.message_id)
+    stored = await decision_of_message(services.db, asker.channel, asker.chat_id,
+                                       asker.message_id)
     if stored is None or stored.source != "text" or stored.result.query != clean_query(text):
         return None
     log.info("decision_reused id=%d chat_id=%d message_id=%d", stored.id, asker.chat_id,
@@ -262,20 +288,21 @@ def _repeat_reply(asker: Asker, repeat: Repeat, ui: str) -> Reply:
     log.info("repeat chat_id=%d message_id=%s first_message_id=%s age_s=%.1f n_repeat=%d "
              "reply=%s", asker.chat_id, asker.message_id, repeat.first_message_id, repeat.age_s,
              repeat.n_repeat, "pointer" if is_pointer else "dropped")
-    return Reply([escape(t("repeat_question", ui))] if is_pointer else [])
+    return Reply([Text.plain(t("repeat_question", ui))] if is_pointer else [])
 
 
 async def _record(services: Services, asker: Asker, source: str, result: Result,
                   heard: Transcript | None = None) -> int:
     """Commit the decision (and its refusal row) and log it as one key=value line."""
     decision_id = await services.db.record_decision(
-        asker.chat_id, asker.message_id, asker.user_id, source, result,
+        asker.channel, asker.chat_id, asker.message_id, asker.user_id, source, result,
         transcript=heard.text if heard else None, stt_ms=heard.elapsed_ms if heard else None,
     )
     log.info(
-        "decision id=%d chat_id=%d source=%s status=%s lang=%s mode=%s top=%s floor=%s "
-        "n_citations=%d pipeline_ms=%.1f stt_ms=%s forwarded=%s",
-        decision_id, asker.chat_id, source, result.status.value, result.lang, result.mode,
+        "decision id=%d channel=%s chat_id=%d source=%s status=%s lang=%s mode=%s top=%s "
+        "floor=%s n_citations=%d pipeline_ms=%.1f stt_ms=%s forwarded=%s",
+        decision_id, asker.channel, asker.chat_id, source, result.status.value, result.lang,
+        result.mode,
         _fmt(result.top_score), _fmt(result.floor), len(result.citations), result.trace.total_ms,
         f"{heard.elapsed_ms:.0f}" if heard else "-",
         asker.forwarded_from.split()[0] if asker.forwarded_from else "no",
@@ -295,7 +322,7 @@ async def _voice_refusal(services: Services, asker: Asker, ui: str, trace: Trace
     result = Result(refused.status, heard.text if heard else "", ui, message=str(refused),
                     trace=trace, reason=reason)
     decision_id = await _record(services, asker, "voice", result, heard)
-    return Reply(render_result(result, ui), decision_id)
+    return Reply([render_result(result, ui)], decision_id)
 
 
 def _fmt(value: float | None) -> str:

@@ -1,13 +1,16 @@
 """The per-update step: what every command and question does before its own work, in one place.
 
-Every message a command or question handles, on Telegram, in the console and on WhatsApp, goes
-through :func:`run_update` (commands through the :func:`per_update` decorator):
+Every message a command or question handles, on every channel, goes through :func:`run_update`
+(commands through the :func:`per_update` decorator):
 
+0. the channel's allow-list (:class:`bot.chat.policy.ChannelPolicy`): a stranger's message
+   counts against the rate limit and gets "this bot is private" (in a private chat) only while
+   the limit allows, else nothing; nothing else runs and nothing is stored;
 1. the chat's stored settings (``/lang``, ``/mode``, ``/voice``) are read, once;
-2. the language to reply in is chosen (:func:`bot.services.ui_language`);
+2. the language to reply in is chosen (:func:`bot.chat.services.ui_language`);
 3. a reply that does not count against the rate limit is given when there is one (a question
    replayed from the inbox, the same question again: ``unmetered``);
-4. the rate limit decides, once (:meth:`bot.ratelimit.RateLimiter.acquire`): over it, the reply
+4. the rate limit decides, once (:meth:`bot.chat.ratelimit.RateLimiter.acquire`): over it, the reply
    is "please wait N s" the first time, then nothing, and the work is not done;
 5. the work runs, inside the front end's busy indicator (Telegram's "typing…"), which is thus
    shown exactly for the messages the rate limit let through.
@@ -21,12 +24,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from html import escape
 from typing import Concatenate, ParamSpec
 
-from bot.messages import t
-from bot.ratelimit import ALLOWED, RateVerdict
-from bot.services import Asker, Reply, Services, ui_language
+from bot.chat.messages import t
+from bot.chat.ratelimit import ALLOWED, RateVerdict
+from bot.chat.render import Text
+from bot.chat.services import Services
+from bot.chat.types import Asker, Reply, ui_language
 from storage.db import ChatSettings
 
 log = logging.getLogger(__name__)
@@ -35,7 +39,7 @@ P = ParamSpec("P")
 
 Busy = Callable[[], AbstractAsyncContextManager[object]]
 """Makes the front end's "working on it" indicator, shown while the block runs (Telegram:
-``bot.handlers.chat_action``); ``no_indicator`` for front ends without one."""
+``bot.telegram.outbox``); ``no_indicator`` for front ends without one."""
 
 
 def no_indicator() -> AbstractAsyncContextManager[object]:
@@ -59,17 +63,17 @@ class UpdateContext:
         return self.asker.chat_id
 
     def say(self, key: str, **args: object) -> Reply:
-        """The message ``key`` of ``bot.messages`` (formatted with ``args``) in :attr:`ui`, as
-        one HTML-escaped message, e.g. ``say("unknown_command", command="/foo")``."""
-        return Reply([escape(t(key, self.ui, **args))])
+        """The message ``key`` of ``bot.chat.messages`` (formatted with ``args``) in :attr:`ui`, as
+        one message, e.g. ``say("unknown_command", command="/foo")``."""
+        return Reply([Text.plain(t(key, self.ui, **args))])
 
 
 async def load_context(services: Services, asker: Asker, *,
                        ui_hint: str | None = None) -> UpdateContext:
     """Steps 1 and 2: the chat's settings and the reply language; ``ui_hint`` (a corpus
     language, e.g. the script of a typed question) comes before the user's interface language
-    when the chat chose none (see :func:`bot.services.ui_language`)."""
-    chat = await services.db.get_chat_settings(asker.chat_id)
+    when the chat chose none (see :func:`bot.chat.services.ui_language`)."""
+    chat = await services.db.get_chat_settings(asker.channel, asker.chat_id)
     return UpdateContext(services, asker, chat, ui_language(chat.lang, asker, ui_hint))
 
 
@@ -86,9 +90,12 @@ async def run_update(services: Services, asker: Asker,
         busy: the indicator shown while ``work`` runs; never shown for a refused message.
 
     Returns:
+        For a sender the channel's allow-list does not admit, :func:`stranger_reply`; else
         ``unmetered``'s reply; else, over the rate limit, the reply of :func:`limited_reply`;
         else ``work``'s reply.
     """
+    if not services.policy(asker.channel).admits(asker.user_id):
+        return stranger_reply(services, asker)
     ctx = await load_context(services, asker, ui_hint=ui_hint)
     if unmetered is not None:
         reply = await unmetered(ctx)
@@ -123,8 +130,9 @@ def acquire(ctx: UpdateContext) -> RateVerdict:
         return ALLOWED
     verdict = ctx.services.limiter.acquire(sender_id, ctx.services.clock())
     if not verdict.is_allowed:
-        log.info("rate_limited chat_id=%d sender_id=%d wait_s=%d reply=%s", ctx.chat_id,
-                 sender_id, verdict.wait_s, "notice" if verdict.is_notice else "dropped")
+        log.info("rate_limited chat_id=%d sender_id=%d wait_s=%d reply=%s channel=%s",
+                 ctx.chat_id, sender_id, verdict.wait_s,
+                 "notice" if verdict.is_notice else "dropped", ctx.asker.channel)
     return verdict
 
 
@@ -134,3 +142,19 @@ def limited_reply(ctx: UpdateContext, verdict: RateVerdict) -> Reply:
     if not verdict.is_notice:
         return Reply([])
     return ctx.say("rate_limited", seconds=verdict.wait_s)
+
+
+def stranger_reply(services: Services, asker: Asker) -> Reply:
+    """Step 0, a sender not on the channel's allow-list: the message counts against the rate
+    limit (a stranger cannot make the bot flood a chat or the channel's API); while allowed, a
+    private chat is told "this bot is private" in the user's interface language, a group
+    nothing. Logged either way (``not_allowed ... reply=refusal|dropped``)."""
+    sender_id = asker.sender_id
+    is_limited = sender_id is not None and not services.limiter.acquire(
+        sender_id, services.clock()).is_allowed
+    is_told = asker.is_private and not is_limited
+    log.warning("not_allowed channel=%s user_id=%s chat_id=%s reply=%s", asker.channel,
+                asker.user_id, asker.chat_id, "refusal" if is_told else "dropped")
+    if not is_told:
+        return Reply([])
+    return Reply([Text.plain(t("not_allowed", asker.interface_lang or "en"))])

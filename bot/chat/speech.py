@@ -1,7 +1,8 @@
 """The speech gate: how much of a decoded voice note is speech, measured before speech-to-text.
 
-Energy-based voice activity with numpy on the 16 kHz mono WAV that ``bot.audio.transcode_to_wav``
-makes. The note is cut into 20 ms frames; a frame is speech when it is
+Energy-based voice activity with numpy on the 16 kHz mono WAV that
+``bot.chat.audio.transcode_to_wav`` makes. The note is cut into 20 ms frames; a frame is speech
+when it is
 
 1. loud: its RMS level (dBFS) is at least ``RELATIVE_MARGIN_DB`` above the note's own noise
    floor (the ``NOISE_PERCENTILE``-th percentile of its frame levels) and above

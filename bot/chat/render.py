@@ -1,0 +1,248 @@
+"""Turn a :class:`rag.types.Result` or a trace into channel-neutral :class:`Text`. Pure.
+
+Users' words come from :mod:`bot.chat.messages`, chosen by the result's typed ``reason`` and
+``fallback`` and filled with their numbers; no text of another layer is parsed. A :class:`Text`
+is a sequence of :class:`Span` (plain, bold, italic or code); each front end writes it with its
+own :class:`Markup` (Telegram HTML in ``bot.telegram.markup``, WhatsApp's ``*bold*`` in
+``bot.whatsapp.markup``, :data:`PLAIN` for a terminal) and splits it at its own length limit.
+No front end ever rewrites another channel's markup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from bot.chat.messages import language_name, t
+from rag.text import excerpt
+from rag.types import Citation, Reason, ReasonCode, Result, Stage, Status, Trace
+
+TRANSCRIPT_CHARS = 300
+"""Longest transcript echoed above a voice answer ("You said: …"), in characters: enough for
+any question the pipeline accepts to be recognisable, short of flooding the chat."""
+WHY_QUERY_CHARS = 200
+"""Longest question shown by ``/why``, in characters (before escaping): with the stage details
+cut to ``WHY_DETAIL_CHARS``, a whole trace fits one message even after a 4,000-character
+question."""
+WHY_DETAIL_CHARS = 300
+"""Longest stage detail shown by ``/why``, in characters (the longest the pipeline writes fit:
+three hits with scores, ~120; the gate's summary, ~220 when the screen decides alone; error
+texts can be longer)."""
+
+Style = Literal["plain", "bold", "italic", "code"]
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A run of text in one ``style``; ``text`` is raw (never escaped), line breaks included."""
+
+    text: str
+    style: Style = "plain"
+
+
+@dataclass(frozen=True, slots=True)
+class Text:
+    """One message's text, channel-neutral: spans in order. ``str(text)`` is the plain text."""
+
+    spans: tuple[Span, ...] = ()
+
+    @classmethod
+    def plain(cls, text: str) -> Text:
+        return cls((Span(text),))
+
+    @classmethod
+    def join(cls, separator: str, texts: Iterable[Text]) -> Text:
+        """``texts`` one after the other, ``separator`` (plain) between them."""
+        spans: list[Span] = []
+        for n, text in enumerate(texts):
+            if n and separator:
+                spans.append(Span(separator))
+            spans.extend(text.spans)
+        return cls(tuple(spans))
+
+    def __add__(self, other: Text) -> Text:
+        return Text(self.spans + other.spans)
+
+    def __str__(self) -> str:
+        return "".join(span.text for span in self.spans)
+
+
+def _t(*spans: Span | str) -> Text:
+    return Text(tuple(Span(s) if isinstance(s, str) else s for s in spans))
+
+
+@dataclass(frozen=True, slots=True)
+class Markup:
+    """How a channel marks text up: ``text`` makes outside text safe (escaping), the others
+    wrap already safe text in a style."""
+
+    text: Callable[[str], str]
+    bold: Callable[[str], str]
+    italic: Callable[[str], str]
+    code: Callable[[str], str]
+
+    def render(self, text: Text) -> str:
+        """``text`` in this markup, every span escaped by :attr:`text` and styled."""
+        out = []
+        for span in text.spans:
+            safe = self.text(span.text)
+            out.append(safe if span.style == "plain" or not span.text.strip()
+                       else getattr(self, span.style)(safe))
+        return "".join(out)
+
+
+PLAIN = Markup(str, str, str, str)
+"""Terminal text: no markup, nothing escaped."""
+
+
+def render_result(result: Result, lang: str, transcript: str | None = None) -> Text:
+    """One question's outcome, in the user's language ``lang``.
+
+    Paragraphs, in order: the transcript line (voice only, when ``transcript`` is given; cut to
+    about ``TRANSCRIPT_CHARS``), then either the answer (with a low-confidence note when
+    flagged, a note when the answer's passage is in another language, and one when generative
+    mode fell back to the passage) followed by the cited passages (id, language, score to 3
+    decimals, the citation's excerpt), or the refusal/error wording (:func:`refusal_text`).
+
+    Paragraphs are separated by a blank line; a front end splits the text at its own limit.
+    """
+    parts: list[Text] = []
+    if transcript is not None:
+        heard = excerpt(transcript, TRANSCRIPT_CHARS)
+        parts.append(_t(Span(t("you_said", lang), "italic"), " " + heard))
+    if result.status is Status.ANSWERED:
+        parts.extend(_answer_parts(result, lang))
+    else:
+        parts.append(Text.plain(refusal_text(result, lang)))
+    return Text.join("\n\n", parts)
+
+
+def render_result_text(result: Result, lang: str, transcript: str | None = None) -> str:
+    """:func:`render_result` as plain text (the command line)."""
+    return PLAIN.render(render_result(result, lang, transcript))
+
+
+def render_trace(stages: Trace | Iterable[Stage], lang: str, query: str | None = None) -> Text:
+    """``/why``: a header, the question (if given, cut to about ``WHY_QUERY_CHARS``),
+    one line per stage ``name — decision: detail (elapsed ms to 1 decimal)`` (details cut to
+    about ``WHY_DETAIL_CHARS``), then the total in ms.
+
+    An empty trace gives the "nothing to explain yet" message.
+    """
+    stage_list = list(stages.stages if isinstance(stages, Trace) else stages)
+    if not stage_list:
+        return Text.plain(t("why_empty", lang))
+    lines = [_t(Span(t("why_header", lang), "bold"))]
+    if query:
+        lines.append(Text.plain(t("why_query", lang, query=excerpt(query, WHY_QUERY_CHARS))))
+    for stage in stage_list:
+        detail = excerpt(stage.detail, WHY_DETAIL_CHARS)
+        detail = f": {detail}" if detail else ""
+        lines.append(_t(Span(stage.name, "code"),
+                        f" — {stage.decision}{detail} ({stage.elapsed_ms:.1f} ms)"))
+    total_ms = sum(stage.elapsed_ms for stage in stage_list)
+    lines.append(_t(Span(t("why_total", lang), "bold"), f": {total_ms:.1f} ms"))
+    return Text.join("\n", lines)
+
+
+def _answer_parts(result: Result, lang: str) -> list[Text]:
+    parts = [Text.plain(result.answer.strip())]
+    notes = []
+    if result.is_low_confidence:
+        notes.append(t("low_confidence", lang, score=_fmt(result.top_score),
+                       floor=_fmt(result.floor)))
+    if result.answer_lang and result.answer_lang != lang:
+        notes.append(t("answer_from", lang, language=language_name(result.answer_lang, lang)))
+    if result.fallback is not None:  # generative mode answered extractively
+        reason = t(f"fallback_{result.fallback.kind}", lang)
+        notes.append(t("generative_fallback", lang, reason=reason))
+    parts.extend(_t(Span(note, "italic")) for note in notes)
+    if result.citations:
+        lines = [_t(Span(t("sources", lang), "bold"))]
+        lines.extend(_citation(n, c, lang) for n, c in enumerate(result.citations, start=1))
+        parts.append(Text.join("\n", lines))
+    return parts
+
+
+def _citation(n: int, citation: Citation, lang: str) -> Text:
+    head = _t(f"{n}. ", Span(citation.passage_id, "code"),
+              f" · {language_name(citation.lang, lang)} · {t('score', lang)} "
+              f"{citation.score:.3f}")
+    return head + _t("\n", Span(citation.excerpt, "italic")) if citation.excerpt else head
+
+
+_BAD_INPUT_KEYS = {
+    ReasonCode.EMPTY: "bad_input_empty",
+    ReasonCode.TOO_SHORT: "bad_input_too_short",
+    ReasonCode.GARBLED: "bad_input_garbled",
+    ReasonCode.UNSUPPORTED_LANGUAGE: "bad_input_unsupported_language",
+    ReasonCode.INJECTION: "bad_input",
+}
+"""Message key of each input-guard refusal without numbers (``too_long`` states its limit)."""
+
+
+def refusal_text(result: Result, lang: str) -> str:
+    """The refusal or error sentence for ``result``, as plain text (not escaped) in ``lang``,
+    chosen by ``result.reason`` and stating its numbers (score, floor, character limit): what
+    the reply shows and a spoken reply says. A result stored before reasons were recorded
+    (``reason`` None) is worded from its status, score and floor."""
+    reason = result.reason
+    if reason is None:
+        return _status_text(result, lang)
+    score, floor = _fmt(reason.score), _fmt(reason.floor)
+    match reason.code:
+        case ReasonCode.TOO_LONG:
+            return t("bad_input_too_long", lang, max_chars=reason.max_chars)
+        case code if code in _BAD_INPUT_KEYS:
+            return t(_BAD_INPUT_KEYS[code], lang)
+        case ReasonCode.NO_PASSAGES:
+            return t("refused_no_passages", lang, floor=floor)
+        case ReasonCode.BELOW_FLOOR:
+            return t("refused_no_match", lang, score=score, floor=floor)
+        case ReasonCode.NOT_ANSWERABLE:
+            # the gate refuses after the relevance guard passed: the score is above the floor
+            return t("refused_unanswerable_scored", lang, score=score, floor=floor)
+        case ReasonCode.NO_CANDIDATE | ReasonCode.UNGROUNDED:
+            return _with_scores(t("refused_ungrounded", lang), reason.score, reason.floor, lang)
+        case ReasonCode.SPEECH_REFUSED if reason.key:
+            return t(reason.key, lang, **_limits(reason))
+        case _:
+            return t("error", lang)
+
+
+def _status_text(result: Result, lang: str) -> str:
+    """Wording of a result without a reason (rows stored before reasons were)."""
+    score, floor = _fmt(result.top_score), _fmt(result.floor)
+    match result.status:
+        case Status.REFUSED_NO_MATCH if result.top_score is None:
+            return t("refused_no_passages", lang, floor=floor)
+        case Status.REFUSED_NO_MATCH:
+            return t("refused_no_match", lang, score=score, floor=floor)
+        case Status.REFUSED_UNANSWERABLE if result.top_score is not None \
+                and result.floor is not None:
+            return t("refused_unanswerable_scored", lang, score=score, floor=floor)
+        case Status.REFUSED_UNANSWERABLE | Status.REFUSED_UNGROUNDED:
+            key = result.status.value.replace("-", "_")
+            return _with_scores(t(key, lang), result.top_score, result.floor, lang)
+        case Status.REFUSED_BAD_INPUT:
+            return t("bad_input", lang)
+        case _:
+            return t("error", lang)
+
+
+def _with_scores(text: str, score: float | None, floor: float | None, lang: str) -> str:
+    """``text`` and the score line ("best score 0.861, floor 0.840") when both are known."""
+    if score is None or floor is None:
+        return text
+    return text + " " + t("score_line", lang, score=_fmt(score), floor=_fmt(floor))
+
+
+def _limits(reason: Reason) -> dict[str, str]:
+    """The limits a speech refusal states, formatted as its message expects (``20``, ``60``)."""
+    limits = {"max_s": reason.max_s, "max_mb": reason.max_mb}
+    return {name: f"{value:g}" for name, value in limits.items() if value is not None}
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"

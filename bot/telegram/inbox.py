@@ -1,0 +1,182 @@
+"""The durable inbox on the PTB side: nothing received is lost to a crash, nothing answered twice.
+
+The states and the replay rule are the chat layer's (``bot.chat.inbox``), the same on every
+channel; this module only fits them into PTB. Telegram forgets an update once the bot confirms
+it (the next ``getUpdates`` offset, or a webhook's HTTP 200), and PTB confirms a batch as soon as
+it is queued in memory. So:
+
+- :class:`DurableUpdateQueue` (PTB's ``update_queue``) claims every update in the inbox *before*
+  PTB may confirm it: in polling the offset moves on only after ``put`` returns, and the webhook
+  answers 200 only after ``put`` returns. An update the inbox already holds (Telegram
+  redelivered it, or a replay queued it) is dropped here, with a log line. Its key is
+  ``<chat_id>/<message_id>/<version>`` (:func:`update_key`).
+- :class:`InboxApplication` holds each update's :class:`~bot.chat.inbox.Claim` while its
+  handlers run and marks it done with their outcome, and answers updates older than
+  ``BOT_INBOX_MAX_AGE_S`` with a short apology instead of a late answer.
+- :func:`replay`, at start-up, queues again what a crash left ``pending``.
+- :class:`InboxRateLimiter` calls the reply's ``on_wire`` (the claim's ``sending``) at the last
+  moment PTB lets us see, once the rate limiter let the request through and just before it goes
+  out, so the window in which a kill loses a reply is one HTTP request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Iterator
+from contextvars import ContextVar
+from typing import Any
+
+from telegram import Bot, ReplyParameters, Update
+from telegram.error import TelegramError
+from telegram.ext import AIORateLimiter, Application
+
+from bot.chat.delivery import OnWire
+from bot.chat.inbox import ChannelInbox, Claim
+from bot.chat.messages import t
+from bot.chat.render import Text
+from bot.telegram.incoming import CHANNEL, asker_of, is_for_bot
+from bot.telegram.markup import HTML
+
+log = logging.getLogger(__name__)
+
+
+def update_key(update: Update) -> str:
+    """The inbox key of the question ``update`` carries: ``<chat id>/<message id>/<version>``,
+    version 0 for a new message, its edit date in Unix seconds for an edited one (an edit is a
+    new question); ``update/<update id>`` for an update without a message."""
+    message = update.effective_message
+    if message is None:
+        return f"update/{update.update_id}"
+    version = int(message.edit_date.timestamp()) if update.edited_message and \
+        message.edit_date else 0
+    return f"{message.chat_id}/{message.message_id}/{version}"
+
+
+async def accept(inbox: ChannelInbox, update: Update) -> Claim | None:
+    """Claim ``update`` as pending; None when it is a duplicate."""
+    message = update.effective_message
+    payload = json.dumps(update.to_dict(), ensure_ascii=False)
+    return await inbox.claim(update_key(update), message.chat_id if message else None, payload)
+
+
+async def replay(inbox: ChannelInbox, bot: Bot, queue: asyncio.Queue) -> int:
+    """Queue again every update a crash left pending (oldest first); the chat layer closed those
+    left ``sending``. Returns the number queued."""
+    items = await inbox.replay()
+    for item in items:
+        update = Update.de_json(json.loads(item.payload), bot)
+        await asyncio.Queue.put(queue, update)  # already stored: skip the duplicate check
+    return len(items)
+
+
+_ON_WIRE: ContextVar[OnWire | None] = ContextVar("on_wire", default=None)
+"""What to call before the first sending request of the reply being sent in this task."""
+SENDING_ENDPOINTS = frozenset({"sendMessage", "sendVoice", "sendAudio", "sendDocument"})
+
+
+@contextlib.contextmanager
+def replying_to(on_wire: OnWire | None) -> Iterator[None]:
+    """Within the block, every request of :data:`SENDING_ENDPOINTS` first awaits ``on_wire``
+    (``InboxRateLimiter``), right before it goes out."""
+    token = _ON_WIRE.set(on_wire)
+    try:
+        yield
+    finally:
+        _ON_WIRE.reset(token)
+
+
+class InboxRateLimiter(AIORateLimiter):
+    """PTB's ``AIORateLimiter`` that, for a reply sent inside :func:`replying_to`, awaits its
+    ``on_wire`` once the limiter let the request through, right before it is made (again before
+    each retry after a 429; the inbox makes that a no-op once marked)."""
+
+    async def process_request(self, callback, args: Any, kwargs: dict[str, Any], endpoint: str,
+                              data: dict[str, Any], rate_limit_args: int | None):
+        on_wire = _ON_WIRE.get()
+        if on_wire is not None and endpoint in SENDING_ENDPOINTS:
+            request = callback
+
+            async def callback(*a: Any, **kw: Any):  # noqa: ANN202 (PTB's callback type)
+                await on_wire()
+                return await request(*a, **kw)
+
+        return await super().process_request(callback, args, kwargs, endpoint, data,
+                                              rate_limit_args)
+
+
+class DurableUpdateQueue(asyncio.Queue):
+    """PTB's update queue, claiming each update in :attr:`inbox` before queueing it.
+
+    ``inbox`` is attached in ``post_init`` once the database is open (before polling or the
+    webhook starts); anything that is not an ``Update`` (PTB's stop signal) passes through.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inbox: ChannelInbox | None = None
+
+    async def put(self, item: object) -> None:
+        if isinstance(item, Update) and self.inbox is not None \
+                and await accept(self.inbox, item) is None:
+            return
+        await super().put(item)
+
+
+class InboxApplication(Application):
+    """PTB's Application that holds each update's claim while its handlers run and closes it
+    with their outcome (answered, refused, ignored or failed: the error handler has run by
+    then), and answers a stale update with an apology instead of running the handlers. The
+claims of the updates being handled are in ``bot_data["claims"]`` by ``update_id`` (read by
+``BotContext.claim``)."""
+
+    async def process_update(self, update: object) -> None:
+        inbox: ChannelInbox | None = self.bot_data.get("inbox")
+        if inbox is None or not isinstance(update, Update):
+            await super().process_update(update)
+            return
+        claim = inbox.held(update_key(update))
+        claims: dict[int, Claim] = self.bot_data.setdefault("claims", {})
+        claims[update.update_id] = claim
+        try:
+            age_s = message_age_s(update)
+            if inbox.is_stale(age_s):
+                await self._apologise(update, claim, age_s)
+            else:
+                await super().process_update(update)
+        finally:
+            claims.pop(update.update_id, None)
+        await claim.finish()
+
+    async def _apologise(self, update: Update, claim: Claim, age_s: float) -> None:
+        """Tell the asker their question came too late to answer (in private chats, or when it
+        was addressed to the bot), and note it."""
+        message = update.effective_message
+        if not is_for_bot(message, self.bot.username, self.bot.id):
+            claim.outcome = f"stale_ignored age_s={age_s:.0f}"
+            return
+        lang = asker_of(message).interface_lang or "en"
+        log.warning("inbox_stale channel=%s chat_id=%d age_s=%.0f reply=apology", CHANNEL,
+                    message.chat_id, age_s)
+        try:
+            with replying_to(claim.sending):
+                await self.bot.send_message(
+                    message.chat_id, HTML.render(Text.plain(t("stale_question", lang))),
+                    reply_parameters=ReplyParameters(message.message_id,
+                                                     allow_sending_without_reply=True))
+            claim.outcome = f"stale_apology age_s={age_s:.0f}"
+        except TelegramError as exc:
+            claim.outcome = f"stale_apology_failed detail={exc.message}"
+
+
+def message_age_s(update: Update, now_s: float | None = None) -> float | None:
+    """Seconds since the update's message was sent (edited, for an edit), by Telegram's
+    timestamp; None when it carries no message."""
+    message = update.effective_message
+    if message is None or message.date is None:
+        return None
+    sent = message.edit_date if update.edited_message and message.edit_date else message.date
+    return (time.time() if now_s is None else now_s) - sent.timestamp()

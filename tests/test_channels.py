@@ -1,0 +1,99 @@
+"""Issue #23, channel-free parts: chats keyed by (channel, chat_id) through the chat layer, and
+a reply bounded once for every channel (text and voice)."""
+
+from __future__ import annotations
+
+import io
+import re
+import wave
+from collections.abc import AsyncIterator
+from dataclasses import replace
+
+import pytest
+
+from bot.chat.commands import lang_reply, why_reply
+from bot.chat.limits import MAX_ANSWER_CHARS, MAX_SPEECH_CHARS, MAX_VOICE_REPLY_S
+from bot.chat.questions import answer_text
+from bot.chat.services import Services
+from bot.chat.types import Asker
+from bot.chat.voice_reply import encode_voice_note
+from bot.settings import Settings
+from bot.telegram.markup import to_html
+from bot.whatsapp.markup import to_whatsapp
+from rag.types import Citation, Result, Status, Trace
+from standins.voice_notes import tools_available
+
+XBOX = "How much does an Xbox 360 cost?"
+SENTENCE = "The Xbox 360 cost 299 dollars at launch in 2005. "
+
+
+@pytest.fixture
+async def services(tmp_path, fake_settings, fake_pipeline) -> AsyncIterator[Services]:
+    settings = Settings.from_env({"BOT_DB_PATH": str(tmp_path / "bot.sqlite3"),
+                                  "BOT_RATE_LIMIT_N": "0"})
+    opened = await Services.open(replace(settings, rag=fake_settings), fake_pipeline)
+    yield opened
+    await opened.close()
+
+
+async def test_a_whatsapp_chat_and_a_telegram_chat_with_one_id_share_nothing(services):
+    telegram, whatsapp = Asker("telegram", 42, user_id=42), Asker("whatsapp", 42, user_id=42)
+    await lang_reply(services, telegram, "hi")
+    answered = await answer_text(services, whatsapp, XBOX)
+
+    assert (await services.db.get_chat_settings("whatsapp", 42)).lang == "auto"
+    assert (await services.db.get_chat_settings("telegram", 42)).lang == "hi"
+    assert (await services.db.last_decision("telegram", 42)) is None
+    stored = await services.db.last_decision("whatsapp", 42)
+    assert stored.id == answered.decision_id and stored.channel == "whatsapp"
+    [why_telegram] = (await why_reply(services, telegram)).messages
+    [why_whatsapp] = (await why_reply(services, whatsapp)).messages
+    assert str(why_telegram) == "अभी बताने को कुछ नहीं है: पहले कोई सवाल पूछें।"
+    assert str(why_whatsapp).startswith("How I decided the last answer:")
+
+
+class LongAnswerer:
+    """A generative answerer that writes 6,000 characters: one sentence 40 times, then more."""
+
+    async def ask(self, query: str, **_kwargs) -> Result:
+        answer = SENTENCE * 40 + " ".join(f"Detail number {n} is here." for n in range(200))
+        trace = Trace()
+        trace.add("generate", "ok", f"{len(answer)} chars", 1.0)
+        return Result(Status.ANSWERED, query, "en", answer[:6000], "en",
+                      citations=[Citation("en-1-1", "en", 0.9, SENTENCE)], top_score=0.9,
+                      floor=0.84, mode="generative", trace=trace)
+
+
+async def test_a_6000_character_generated_answer_is_bounded_in_text_and_voice(services):
+    services.answerer = LongAnswerer()
+    asker = Asker("whatsapp", 7, user_id=7)
+    await services.db.set_chat_settings("whatsapp", 7, mode="generative", voice="on")
+    reply = await answer_text(services, asker, XBOX)
+
+    stored = await services.db.last_decision("whatsapp", 7)
+    assert len(stored.result.answer) <= MAX_ANSWER_CHARS
+    assert stored.result.answer.count(SENTENCE.strip()) == 1  # the repeats are gone
+    bound = stored.result.trace.get("answer_bound")
+    n_before, n_after = map(int, re.match(r"(\d+) chars -> (\d+) chars", bound.detail).groups())
+    assert bound.decision == "cut" and n_before == 6000 and n_after <= MAX_ANSWER_CHARS
+    assert "39 repeated sentences dropped" in bound.detail
+    [text] = reply.messages
+    assert len(to_html(text)) == 1 and len(to_whatsapp(text)) == 1  # one message per channel
+    assert len(reply.speech.text) <= MAX_SPEECH_CHARS
+    assert reply.speech.text.endswith(".")  # cut at a sentence end
+
+
+def _silent_wav(seconds: float, rate_hz: int = 8000) -> bytes:
+    out = io.BytesIO()
+    with wave.open(out, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate_hz)
+        w.writeframes(b"\0\0" * int(seconds * rate_hz))
+    return out.getvalue()
+
+
+@pytest.mark.skipif(not tools_available(), reason="needs ffmpeg")
+def test_a_spoken_reply_never_lasts_longer_than_the_maximum():
+    audio = encode_voice_note(_silent_wav(519.0))  # the 5,999-character answer's length
+    assert MAX_VOICE_REPLY_S - 1 <= audio.duration_s <= MAX_VOICE_REPLY_S
