@@ -1,7 +1,7 @@
 """Speech-to-text through Sarvam's REST API (``POST {base_url}/speech-to-text``).
 
 One request carries at most 30 s of audio (Sarvam REST limit); split longer notes first
-(``bot.audio.split_wav``) and call :meth:`SarvamSTT.transcribe_long`.
+(``bot.chat.audio.split_wav``) and call :meth:`SarvamSTT.transcribe_long`.
 
 A whole note has one deadline, ``total_timeout_s``, across its chunks and their retries.
 
@@ -271,7 +271,7 @@ class SarvamSTT(ServiceClient):
         """Transcribe one WAV of at most 30 s.
 
         Args:
-            wav: WAV bytes, ideally 16 kHz mono s16 (``bot.audio.transcode_to_wav``).
+            wav: WAV bytes, ideally 16 kHz mono s16 (``bot.chat.audio.transcode_to_wav``).
             language: ``en``/``hi``/``gu``/``te`` or a Sarvam code such as ``hi-IN``; None (the
                 default) lets Sarvam detect it.
 
@@ -338,7 +338,7 @@ class SarvamSTT(ServiceClient):
         return transcript
 
     async def transcribe_long(self, chunks: list[bytes], language: str | None = None) -> Transcript:
-        """Transcribe consecutive WAV chunks (``bot.audio.split_wav``) one after another and join,
+        """Transcribe consecutive WAV chunks (``bot.chat.audio.split_wav``) one after another and join,
         within ``settings.total_timeout_s`` seconds for them all (retries included).
 
         ``text`` joins the non-empty chunk texts with spaces; the language is the code Sarvam gave

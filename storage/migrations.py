@@ -216,7 +216,7 @@ async def m004_typed_reasons(conn: Tx) -> None:
     """Structured outcomes: ``decisions.reason`` holds the refusal's or error's
     :class:`rag.types.Reason` as JSON (code plus its numbers), ``decisions.fallback`` the
     generative fallback code, ``refusals.code`` the reason's code. Rows stored before keep NULL
-    there and are worded from their status, score and floor (``bot.render``)."""
+    there and are worded from their status, score and floor (``bot.chat.render``)."""
     await conn.execute("ALTER TABLE decisions ADD COLUMN reason TEXT")
     await conn.execute("ALTER TABLE decisions ADD COLUMN fallback TEXT")
     await conn.execute("ALTER TABLE refusals ADD COLUMN code TEXT")
