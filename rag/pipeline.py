@@ -236,7 +236,7 @@ class Pipeline:
             verdict = self._input_guard(query, trace)
             text, query_lang, is_explicit = self._language(verdict.text, lang, hint_lang, trace)
             self._refuse_bad_input(verdict, text, query_lang, trace)
-            vector = self._embed(text, trace)
+            vector = self._embed_stage(text, trace)
             hits, top_dense = self._search_stage(text, vector, query_lang, is_explicit, trace)
             relevance = self._relevance_guard(top_dense, text, query_lang, trace)
             prepared = Prepared(text, query_lang, vector, hits, relevance, trace)
@@ -304,7 +304,7 @@ class Pipeline:
             stage.decision, stage.detail = query_lang, how
         return text, query_lang, is_explicit
 
-    def _embed(self, text: str, trace: Trace) -> np.ndarray:
+    def _embed_stage(self, text: str, trace: Trace) -> np.ndarray:
         """The query vector, float32 (dim,), L2-normalised."""
         with trace.timed("embed") as stage:
             vector = self.encode_query(text)
