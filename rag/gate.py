@@ -6,7 +6,10 @@ near-misses — on topic, but asking a fact no passage states — score as high 
 so this gate looks at the question's top cosine and at the answer that selection chose
 (rag/selection.py): how sure the selector is, how much of the question it covers, whether it
 carries the number or date asked for, whether any passage mentions the question's words at all,
-and how close the shown answer text itself is to the question in the encoder's space.
+and how close the shown answer text itself is to the question in the encoder's space; and how
+the question was put (:class:`QuestionStyle`: English words inside an Indic question, Hindi typed
+in Latin letters, spoken fillers), since the other signals run lower for those questions whether
+or not the answer is right.
 A small logistic model combines them; it is fitted with the selector by
 ``scripts/fit_answering.py`` on the project's training questions (``eval/training``), the shared
 sample's dataset queries and off-corpus questions (out of fold by query_id; coefficients and
@@ -20,6 +23,7 @@ is dot products.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -27,7 +31,9 @@ import numpy as np
 
 from rag.errors import ModelFileError
 from rag.fitted import REFIT, read_model_file
+from rag.romanized import is_romanized_hindi, to_devanagari
 from rag.selection import Selection
+from rag.text import strip_fillers, tokenize
 from rag.types import Hit
 
 MODEL_PATH = Path(__file__).with_name("gate_model.json")
@@ -40,6 +46,9 @@ FEATURES = (
     "kind_missing",
     "answer_margin",
     "passage_coverage",
+    "latin_share",
+    "romanized",
+    "has_filler",
     "answer_cosine",
 )
 """Signals, in the order of the fitted coefficients; what each earns out of fold is printed by
@@ -49,10 +58,49 @@ ten passages per query, which real questions do not share. ``answer_cosine`` was
 the trained reader of scripts/try_reader.py failed (docs/benchmarks.md): alone it separates right
 natural answers from near-misses and wrong answers better than any other signal (ROC AUC 0.75 vs
 0.70 for the top cosine), and out of fold it lowers near-misses answered (mean over 4-10 folds:
-en by 3 points, hi by 1.6) for under a point of right answers."""
+en by 3 points, hi by 1.6) for under a point of right answers. The three :class:`QuestionStyle`
+signals were added in issue 22's last round: with one threshold per language, Hindi typed
+questions were answered too boldly (out of fold at target 0.80: 17.5 % wrong, 54.7 % of
+near-misses answered) while code-mixed and Latin-letter ones, whose scores run lower, set the
+threshold; at equal right answers they lower wrong + near-misses answered out of fold (mean over
+targets 0.50-0.80: hi 1.2 points, te 6.4, gu 3.1, en 1.4; docs/benchmarks.md)."""
 
 SCREEN_FEATURES = FEATURES[:-1]
 """The signals that need no model call: the screen's inputs."""
+
+
+_LATIN_TOKEN = re.compile(r"[a-z]+")
+
+
+@dataclass(frozen=True, slots=True)
+class QuestionStyle:
+    """How a question was put, as the pipeline reads it (:func:`question_style`): the share of
+    its searched words in Latin letters (0 for English; 1 for Hindi typed in Latin letters that
+    the lexicon did not read), whether it was Hindi typed in Latin letters (0/1), and whether
+    spoken fillers were removed from it (0/1). The default is a question typed in its own
+    script."""
+
+    latin_share: float = 0.0
+    romanized: float = 0.0
+    has_filler: float = 0.0
+
+
+def question_style(asked: str, lang: str) -> QuestionStyle:
+    """The :class:`QuestionStyle` of ``asked`` (the question as received) in ``lang``, read the
+    way ``Pipeline._language`` reads it: Hindi in Latin letters in Devanagari, then fillers
+    removed; ``latin_share`` is over the searched text's word tokens (digits left out)."""
+    text = asked
+    romanized = lang == "hi" and is_romanized_hindi(asked)
+    if romanized:
+        text = to_devanagari(asked)
+    searched = strip_fillers(text, lang)
+    words = [t for t in tokenize(searched) if not t.isdigit()]
+    latin = 0.0 if lang == "en" or not words else \
+        sum(bool(_LATIN_TOKEN.fullmatch(t)) for t in words) / len(words)
+    return QuestionStyle(latin, float(romanized), float(searched != text))
+
+
+_TYPED = QuestionStyle()
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +113,8 @@ class GateFeatures:
     words found in any retrieved passage (a near-miss asks about a word none of them has), and
     the cosine between the question's vector and the shown answer text's (embedded as a
     passage by the same encoder; 0 when there is no answer text; None while not computed, as
-    when the screen decides alone)."""
+    when the screen decides alone), and the question's :class:`QuestionStyle` (after
+    ``answer_cosine`` here, for positional construction; before it in :data:`FEATURES`)."""
 
     top_score: float
     over_floor: float
@@ -75,6 +124,9 @@ class GateFeatures:
     answer_margin: float
     passage_coverage: float
     answer_cosine: float | None
+    latin_share: float = 0.0
+    romanized: float = 0.0
+    has_filler: float = 0.0
 
     def vector(self, names: tuple[str, ...] = FEATURES) -> np.ndarray:
         """The fitted model's inputs, float64 (len(names),): ``FEATURES`` for the gate (needs
@@ -87,13 +139,15 @@ class GateFeatures:
 
 
 def gate_features(hits: list[Hit], selection: Selection | None, floor: float,
-                  answer_cosine: float | None) -> GateFeatures:
+                  answer_cosine: float | None, style: QuestionStyle = _TYPED) -> GateFeatures:
     """Compute the gate's signals; ``hits`` is non-empty, best first; ``answer_cosine`` the
     cosine between the question's and ``selection.text``'s vectors, None when not computed yet
-    (ignored without a selection: the signal is then 0)."""
+    (ignored without a selection: the signal is then 0); ``style`` from :func:`question_style`
+    (default: typed in its own script)."""
     top = hits[0].score
+    how = (style.latin_share, style.romanized, style.has_filler)
     if selection is None:
-        return GateFeatures(top, top - floor, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0)
+        return GateFeatures(top, top - floor, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, *how)
     best, runner_up = selection.best, selection.runner_up
     missing = best.features.asks_number_missing or best.features.asks_date_missing
     return GateFeatures(
@@ -105,6 +159,9 @@ def gate_features(hits: list[Hit], selection: Selection | None, floor: float,
         answer_margin=best.probability - (runner_up.probability if runner_up else 0.0),
         passage_coverage=selection.passage_coverage,
         answer_cosine=answer_cosine,
+        latin_share=style.latin_share,
+        romanized=style.romanized,
+        has_filler=style.has_filler,
     )
 
 

@@ -18,7 +18,14 @@ from rag.encoders import Encoder, load_encoder
 from rag.errors import IndexNotFoundError
 from rag.fitted import check_fitted_encoder
 from rag.gate import MODEL_PATH as GATE_PATH
-from rag.gate import AnswerabilityGate, GateFeatures, GateVerdict, gate_features
+from rag.gate import (
+    AnswerabilityGate,
+    GateFeatures,
+    GateVerdict,
+    QuestionStyle,
+    gate_features,
+    question_style,
+)
 from rag.guards import (
     GroundingVerdict,
     InputVerdict,
@@ -56,7 +63,8 @@ class Prepared:
     """State after the relevance guard passed: what an answer stage needs.
 
     ``vector`` is the query embedding, float32 (dim,); ``hits`` is non-empty, best first;
-    ``selection`` the sentence(s) chosen across the hits (None only without a selector).
+    ``selection`` the sentence(s) chosen across the hits (None only without a selector);
+    ``style`` how the question was put (a gate signal, rag/gate.py).
     """
 
     query: str
@@ -66,6 +74,7 @@ class Prepared:
     relevance: RelevanceVerdict
     trace: Trace
     selection: Selection | None = None
+    style: QuestionStyle = QuestionStyle()
 
     def result(self, status: Status, **fields) -> Result:
         """A Result carrying this question's query, language, scores, floor and trace."""
@@ -239,7 +248,8 @@ class Pipeline:
             vector = self._embed_stage(text, trace)
             hits, top_dense = self._search_stage(text, vector, query_lang, is_explicit, trace)
             relevance = self._relevance_guard(top_dense, text, query_lang, trace)
-            prepared = Prepared(text, query_lang, vector, hits, relevance, trace)
+            prepared = Prepared(text, query_lang, vector, hits, relevance, trace,
+                                style=question_style(verdict.text, query_lang))
             prepared.selection = self._select_answer(prepared)
             if self.gate is not None:
                 self._answerability_gate(prepared)
@@ -423,7 +433,8 @@ class Pipeline:
         ``embed_answer`` the selected answer text is embedded (one encoder call) for
         ``answer_cosine``, else that signal is left None (the screen's inputs)."""
         cosine = self.answer_cosine(prepared.vector, prepared.selection) if embed_answer else None
-        return gate_features(prepared.hits, prepared.selection, prepared.relevance.floor, cosine)
+        return gate_features(prepared.hits, prepared.selection, prepared.relevance.floor, cosine,
+                             prepared.style)
 
     def answer_cosine(self, query_vector: np.ndarray, selection: Selection | None) -> float:
         """Cosine between ``query_vector`` (float32 (dim,), L2-normalised) and the vector of

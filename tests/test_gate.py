@@ -10,7 +10,15 @@ import pytest
 
 import rag
 from rag.errors import ModelFileError
-from rag.gate import FEATURES, MODEL_PATH, AnswerabilityGate, GateFeatures, gate_features
+from rag.gate import (
+    FEATURES,
+    MODEL_PATH,
+    AnswerabilityGate,
+    GateFeatures,
+    QuestionStyle,
+    gate_features,
+    question_style,
+)
 from rag.pipeline import Prepared
 from rag.selection import AnswerSelector
 from rag.text import content_tokens, coverage
@@ -72,6 +80,32 @@ def test_features_of_a_real_question_come_from_its_selected_answer(pipeline):
     assert features.answer_idf_coverage > 0.5
     answer_vector = pipeline.encode_passages([prepared.selection.text])[0]
     assert features.answer_cosine == pytest.approx(float(answer_vector @ prepared.vector))
+
+
+def test_question_style_reads_the_question_as_the_language_stage_does():
+    assert question_style("How much does an Xbox 360 cost?", "en") == QuestionStyle()
+    assert question_style("umm how much does an xbox 360 cost", "en") == \
+        QuestionStyle(0.0, 0.0, 1.0)
+    # Hindi in Latin letters is read in Devanagari first: "xbox" is the one Latin word left
+    latin = question_style("xbox 360 ki keemat kitni hai", "hi")
+    assert latin.romanized == 1.0 and 0.0 < latin.latin_share < 0.5
+    mixed = question_style("तो Xbox 360 की price कितनी है?", "hi")
+    assert (mixed.romanized, mixed.has_filler) == (0.0, 1.0)
+    assert mixed.latin_share == pytest.approx(2 / 5)  # xbox, price of तो-less words, digits out
+
+
+@pytest.mark.parametrize("query", ["xbox 360 ki keemat kitni hai", "तो Xbox 360 की कीमत कितनी है",
+                                   "umm how much does an xbox 360 cost"])
+def test_prepared_style_is_what_the_fit_computes_and_reaches_the_gate(pipeline, query):
+    prepared = pipeline.prepare(query, None, None, Trace())
+    assert isinstance(prepared, Prepared)
+    assert prepared.style == question_style(query, prepared.lang)
+    detail = prepared.trace.get("language").detail
+    assert prepared.style.romanized == float("Hindi in Latin letters" in detail)
+    assert prepared.style.has_filler == float("fillers removed" in detail)
+    features = pipeline.gate_features(prepared, embed_answer=False)
+    assert (features.latin_share, features.romanized, features.has_filler) == (
+        prepared.style.latin_share, prepared.style.romanized, prepared.style.has_filler)
 
 
 def test_answer_cosine_is_higher_for_the_answer_than_for_an_unrelated_sentence(pipeline):

@@ -167,7 +167,9 @@ PINNED = ROOT / "tests" / "fixtures" / "selection_scores.json"
 """Questions with fixed hits (passage id, cosine), and what the shipped selector and gate made of
 them when the features were still a positional array (commit ef202ac): every candidate's
 probability, the top three candidates' features, the answer, and the gate's screen and full
-probabilities (answer cosine fixed at 0.9). Written by :func:`pinned_outcome`."""
+probabilities (answer cosine fixed at 0.9, the question's style left at typed). Written by
+:func:`pinned_outcome`; the gate's two numbers were rewritten when the gate was refitted with the
+question-style signals and the operating-point rule (issue 22), the selector's are unchanged."""
 
 
 def pinned_outcome(case: dict, by_id: dict, idf: Idf, selector: AnswerSelector,
