@@ -153,13 +153,25 @@ async def burst(tg: FakeTelegram, side: Side, chats: list[int], texts: list[str]
     side.rates.append(len(latencies) / (max(c.at for c in replies) - start))
 
 
+def inbox_rows(conn: sqlite3.Connection) -> list[tuple[tuple[int, int], str]]:
+    """``((chat_id, message_id), received_at)`` per Telegram inbox row, in either schema: one
+    column per part before issue 23's m006_channels, ``message_key`` ``<chat>/<message>/<version>``
+    of the ``telegram`` channel since (a baseline side may run either)."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(inbox)")}
+    if "message_id" in columns:
+        return [((c, m), r) for c, m, r in
+                conn.execute("SELECT chat_id, message_id, received_at FROM inbox")]
+    rows = conn.execute("SELECT message_key, received_at FROM inbox WHERE channel = 'telegram' "
+                        "AND message_key NOT LIKE 'update/%'")
+    return [((int(k.split("/")[0]), int(k.split("/")[1])), r) for k, r in rows]
+
+
 def breakdown(side: Side) -> dict[str, list[float]]:
     """Per question (ms): push → inbox commit, → pipeline start, pipeline stages, decision →
     reply arrival is not stored, so ``after_pipeline`` is what remains of the latency."""
     out: dict[str, list[float]] = {}
     with sqlite3.connect(side.db_path) as conn:
-        received = {(c, m): datetime.fromisoformat(r).timestamp() for c, m, r in
-                    conn.execute("SELECT chat_id, message_id, received_at FROM inbox")}
+        received = {key: datetime.fromisoformat(r).timestamp() for key, r in inbox_rows(conn)}
         rows = conn.execute("SELECT chat_id, message_id, created_at, total_ms, trace, reply_ms "
                             "FROM decisions").fetchall()
     for chat_id, message_id, created_at, total_ms, trace, reply_ms in rows:
