@@ -277,7 +277,7 @@ class WhatsAppFrontEnd:
     async def handle(self, message: dict[str, Any], claim: Claim) -> None:
         """Answer one claimed message and store its outcome; never raises."""
         wamid, wa_id = message["id"], message["from"]
-        asker = Asker(CHANNEL, int(wa_id), user_id=int(wa_id))
+        asker = Asker(CHANNEL, int(wa_id), user_id=int(wa_id), message_key=wamid)
         start = time.perf_counter()
         try:
             if self.inbox.is_stale(age_s := _age_s(message)):
