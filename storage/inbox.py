@@ -190,15 +190,17 @@ class Inbox:
         return replace(_item_from_row(row), claimed_by=holder, lease_until_s=now_s + lease_s)
 
     async def finish(self, channel: str, message_key: str, outcome: str,
-                     decision_id: int | None = None) -> bool:
+                     decision_id: int | None = None, holder: str | None = None) -> bool:
         """Mark the message done with ``outcome`` (a short key=value text) and the decision it
         led to, and commit. Returns False when it was already done (the first outcome is kept)
-        or is unknown."""
+        or is unknown; with ``holder``, also when another replica took it over (it answers)."""
+        sql = ("UPDATE inbox SET status = 'done', outcome = ?, decision_id = ?, done_at = ? "
+               "WHERE channel = ? AND message_key = ? AND status <> 'done'")
+        params: tuple = (_storable(outcome), decision_id, _utc_now_iso(), channel, message_key)
+        if holder is not None:
+            sql, params = sql + " AND claimed_by = ?", (*params, holder)
         async with self.db._transaction() as conn:
-            n_rows = await conn.execute(
-                "UPDATE inbox SET status = 'done', outcome = ?, decision_id = ?, done_at = ? "
-                "WHERE channel = ? AND message_key = ? AND status <> 'done'",
-                (_storable(outcome), decision_id, _utc_now_iso(), channel, message_key))
+            n_rows = await conn.execute(sql, params)
             return n_rows == 1
 
     async def unfinished(self, channel: str) -> list[InboxItem]:
