@@ -68,6 +68,8 @@ class ChatDispatcher:
         self._drains: dict[int | None, asyncio.Task[None]] = {}
         self._again: set[int | None] = set()
         self._sweeper: asyncio.Task[None] | None = None
+        self._renewals: set[asyncio.Task[None]] = set()
+        self._is_closing = False
 
     @property
     def holder(self) -> str:
@@ -125,14 +127,23 @@ class ChatDispatcher:
 
     @contextlib.asynccontextmanager
     async def _renewing(self, key: str) -> AsyncIterator[None]:
-        """Renew the lease on message ``key`` every third of ``lease_s`` while the block runs."""
+        """Renew the lease on message ``key`` every third of ``lease_s`` while the block runs.
+
+        The renewing task is told to stop and cancelled when the block ends, but not awaited: a
+        cancelled psycopg query on a connection that broke (PostgreSQL restarting) raises
+        ``OperationalError`` instead of ``CancelledError``, so the task ends by its own flag,
+        and a renewal landing after the message is done changes nothing."""
+        is_done = asyncio.Event()
 
         async def renew() -> None:
-            while True:
-                await asyncio.sleep(self.replicas.lease_s / 3)
+            while not is_done.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(is_done.wait(), self.replicas.lease_s / 3)
+                if is_done.is_set():
+                    return
                 try:
-                    if not await self.store.renew(self.channel, key,
-                                                        self.holder, self.replicas.lease_s):
+                    if not await self.store.renew(self.channel, key, self.holder,
+                                                  self.replicas.lease_s):
                         log.warning("inbox_renew_refused channel=%s key=%s holder=%s",
                                     self.channel, key, self.holder)
                         return
@@ -141,12 +152,13 @@ class ChatDispatcher:
                                 self.channel, key, str(exc).strip()[:200])
 
         task = asyncio.create_task(renew())
+        self._renewals.add(task)
+        task.add_done_callback(self._renewals.discard)
         try:
             yield
         finally:
+            is_done.set()
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
     async def sweep(self) -> int:
         """One sweep (see the module); returns the number of chats notified."""
@@ -167,7 +179,7 @@ class ChatDispatcher:
         return len(chats)
 
     async def _sweep_forever(self) -> None:
-        while True:
+        while not self._is_closing:
             try:
                 await self.sweep()
             except driver_errors() as exc:
@@ -178,10 +190,10 @@ class ChatDispatcher:
     async def aclose(self) -> None:
         """Stop sweeping; let answers under way finish for up to :data:`CLOSE_WAIT_S`, then
         cancel them (their leases expire and another replica takes them)."""
+        self._is_closing = True  # a cancelled query may end as OperationalError: a flag too
         if self._sweeper is not None:
             self._sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._sweeper
+            await asyncio.wait({self._sweeper}, timeout=CLOSE_WAIT_S)
         drains = [t for t in self._drains.values() if not t.done()]
         if drains:
             _, pending = await asyncio.wait(drains, timeout=CLOSE_WAIT_S)

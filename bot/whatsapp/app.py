@@ -66,6 +66,7 @@ from bot.settings import Settings
 from bot.whatsapp.graph import GraphClient, GraphError
 from bot.whatsapp.markup import to_whatsapp
 from bot.whatsapp.settings import WhatsAppSettings
+from storage.backend import driver_errors
 from storage.inbox import InboxItem
 
 log = logging.getLogger(__name__)
@@ -228,8 +229,12 @@ class WhatsAppFrontEnd:
         except (ValueError, AttributeError, KeyError, TypeError, RecursionError) as exc:
             log.warning("webhook_refused reason=malformed detail=%s", str(exc)[:200])
             return web.Response(status=400, text="malformed payload")
-        for value in values:
-            await self._take(value)
+        try:
+            for value in values:
+                await self._take(value)
+        except driver_errors() as exc:  # PostgreSQL restarting: Meta redelivers a non-200
+            log.warning("webhook_unstored status=503 detail=%s", str(exc).strip()[:200])
+            return web.Response(status=503, text="database unavailable, retry")
         return web.Response(text="ok")
 
     async def _take(self, value: Any) -> None:
