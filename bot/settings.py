@@ -104,6 +104,19 @@ class BotSettings:
     # nothing. 30 s: long enough for the slowest voice answer, short enough that asking again
     # later (the answer was missed) gets a fresh answer. 0 turns it off.
     repeat_window_s: float = bounded(30.0, 0.0)
+    # Replicas on one PostgreSQL database (``database_url``): seconds a replica holds a message
+    # it is answering, renewed every third of it while it works. A replica killed mid-answer
+    # leaves the message to another replica after at most this long (plus ``inbox_sweep_s``).
+    # 30 s: far above one answer's renewal gap on a loaded 2-core box, short enough that a
+    # user of a dead replica waits well under a minute. Unused on SQLite (one process).
+    inbox_lease_s: float = bounded(30.0, 1.0)
+    # Replicas: seconds between sweeps for messages nobody holds (stored by a replica that
+    # died before taking them, or whose lease expired), and for replies left on the wire.
+    inbox_sweep_s: float = bounded(5.0, 0.1)
+    # Replicas: the folder where spoken replies are kept so every replica reuses them (the
+    # index of what is there lives in the database); must be shared by the replicas (one
+    # machine, or a shared volume). Its size is bounded by ``SARVAM_TTS_CACHE_MB``.
+    voice_cache_dir: Path = DEFAULT_DATA_DIR / "voice-cache"
 
 
 @dataclass(frozen=True, slots=True)

@@ -117,6 +117,12 @@ class ThrowawayCluster:
             conn.execute(f'CREATE DATABASE "{name}"')
         return self.database_url(name)
 
+    def restart(self) -> None:
+        """Stop the server (``-m fast``: sessions are ended, committed work is flushed) and
+        start it again on the same port and options; returns once it accepts connections."""
+        self._run("pg_ctl", "-D", str(self.datadir), "-l", str(self.datadir.parent / "server.log"),
+                  "-m", "fast", "-w", "-t", "60", "restart")
+
     def stop(self) -> None:
         """Stop the server at once (no checkpoint) and delete its folder."""
         if (self.datadir / "postmaster.pid").is_file():

@@ -20,6 +20,12 @@ Graph shape ``{"error": {"message", "type", "code", "error_subcode", "fbtrace_id
 ones (:meth:`FakeGraph.fail_next`: 401, 403, 429 with ``Retry-After``, 5xx) and a delay per
 call (``delay_s``) exercise a client's fault handling.
 
+Like Meta, it can also deliver webhooks: :meth:`FakeGraph.subscribe` sets the callback URL
+and app secret, and :meth:`FakeGraph.push` queues a payload, POSTed signed, in order, one at a
+time; a delivery that fails (connection refused, any status but 200) stays queued and is
+retried after ``webhook_retry_s`` (Meta retries for up to 7 days, backing off), so a message a
+bot did not commit is redelivered. Each attempt is in ``webhook_attempts``.
+
 The module also builds webhook payloads as Meta sends them (:func:`text_message`,
 :func:`audio_message`, :func:`other_message`) and signs them (:func:`sign`:
 ``X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the raw body with the app secret>``).
@@ -34,6 +40,7 @@ The module also builds webhook payloads as Meta sends them (:func:`text_message`
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import itertools
@@ -43,7 +50,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiohttp import web
+from aiohttp import ClientError, ClientSession, ClientTimeout, web
 
 from standins._server import LoopbackServer
 
@@ -102,9 +109,76 @@ class FakeGraph(LoopbackServer):
     _closed: set[str] = field(default_factory=set)
     _ids: Any = field(default_factory=lambda: itertools.count(1))
     _changed: asyncio.Condition | None = None
+    webhook_url: str = ""
+    app_secret: str = ""
+    webhook_retry_s: float = 0.05
+    # (message ids of the payload, HTTP status or 0 for no answer), one per delivery attempt
+    webhook_attempts: list[tuple[tuple[str, ...], int]] = field(default_factory=list)
+    _outgoing: list[dict[str, Any]] = field(default_factory=list)
+    _webhook_task: asyncio.Task | None = None
+    _webhook_wake: asyncio.Event | None = None
+    _client: ClientSession | None = None
 
     def __post_init__(self) -> None:
         LoopbackServer.__init__(self)
+
+    # ------------------------------------------------------------------ webhooks (Meta's side)
+    def subscribe(self, url: str, app_secret: str) -> None:
+        """Deliver pushed payloads to ``url``, signed with ``app_secret`` (after start)."""
+        self.webhook_url, self.app_secret = url, app_secret
+        if self._webhook_task is None:
+            self._webhook_wake = asyncio.Event()
+            self._webhook_task = asyncio.create_task(self._webhook_loop())
+
+    def push(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """Queue ``payload`` (e.g. :func:`text_message`) for delivery; returns it."""
+        self._outgoing.append(payload)
+        if self._webhook_wake is not None:
+            self._webhook_wake.set()
+        return payload
+
+    @property
+    def pending_webhooks(self) -> list[dict[str, Any]]:
+        """Payloads not yet delivered with a 200."""
+        return list(self._outgoing)
+
+    async def _webhook_loop(self) -> None:
+        assert self._webhook_wake is not None
+        self._client = ClientSession(timeout=ClientTimeout(total=15))
+        while True:
+            if not self._outgoing:
+                self._webhook_wake.clear()
+                await self._webhook_wake.wait()
+                continue
+            payload = self._outgoing[0]
+            body = encode(payload)
+            ids = tuple(m.get("id", "") for e in payload.get("entry", [])
+                        for c in e.get("changes", []) for m in c["value"].get("messages", []))
+            status = 0
+            try:
+                async with self._client.post(self.webhook_url, data=body, headers={
+                        "Content-Type": "application/json",
+                        "X-Hub-Signature-256": sign(body, self.app_secret)}) as response:
+                    status = response.status
+                    await response.read()
+            except (ClientError, OSError, TimeoutError):
+                pass
+            self.webhook_attempts.append((ids, status))
+            if status == 200:
+                self._outgoing.pop(0)
+            else:
+                await asyncio.sleep(self.webhook_retry_s)
+
+    async def stop(self) -> None:
+        task, self._webhook_task = self._webhook_task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+        await LoopbackServer.stop(self)
 
     # ------------------------------------------------------------------ scripting
     def add_media(self, media_id: str, data: bytes, mime_type: str = "audio/ogg; codecs=opus"

@@ -3,8 +3,11 @@
 - SQLite (the embedded default): one aiosqlite connection in autocommit mode; write transactions
   are ``BEGIN IMMEDIATE`` under an ``asyncio.Lock``, so one process's handlers never interleave
   and other processes on the same file wait (``busy_timeout``).
-- PostgreSQL: psycopg 3's ``AsyncConnectionPool``; every transaction takes a pooled connection,
-  so several replicas (and several handlers of one replica) write at once, and
+- PostgreSQL: psycopg 3's ``AsyncConnectionPool``; every transaction takes a pooled connection
+  (checked as it leaves the pool, so the pool outlives a server restart: a transaction waits
+  up to ``DEFAULT_CONNECT_TIMEOUT_S`` for the server to come back, then raises
+  ``psycopg_pool.PoolTimeout``, a ``psycopg.OperationalError``), so several replicas (and
+  several handlers of one replica) write at once, and
   :meth:`Tx.lock` / :meth:`Backend.hold_lock` serialise what must not interleave.
 
 SQL is written once, with ``?`` placeholders (translated to ``%s`` for psycopg) and the subset
@@ -431,10 +434,13 @@ class PostgresBackend(Backend):
         detail = await _pg_connect_error(location.url or "", timeout_s)
         if detail is not None:
             raise DatabaseOpenError(location.display, detail)
+        # check: a connection is tried (an empty query, one round trip) each time it leaves
+        # the pool, and replaced when the server closed it: after a PostgreSQL restart every
+        # pooled connection is dead, and without the check each would fail one transaction
         pool = AsyncConnectionPool(
             location.url or "", min_size=1, max_size=max_size, open=False, timeout=timeout_s,
             kwargs={"autocommit": True, "row_factory": _pg_row_factory},
-            name="voice-rag")
+            check=AsyncConnectionPool.check_connection, name="voice-rag")
         try:
             await pool.open(wait=True, timeout=timeout_s)
         except PoolTimeout as exc:

@@ -134,16 +134,33 @@ class Inbox:
                 (channel, message_key, holder))
             return n_rows == 1
 
-    async def takeable(self, now_s: float | None = None, limit: int = 100) -> list[InboxItem]:
-        """``pending`` messages of every channel that nobody holds a live lease on (never
-        taken, or their replica died or stalled past its lease), oldest first, at most
-        ``limit``: what a replica's periodic sweep hands to :meth:`take_next_in_chat` (or
-        :meth:`take`)."""
+    async def takeable(self, now_s: float | None = None, limit: int = 100,
+                       channels: tuple[str, ...] = ()) -> list[InboxItem]:
+        """``pending`` messages of ``channels`` (empty: every channel) that nobody holds a live
+        lease on (never taken, or their replica died or stalled past its lease), oldest first,
+        at most ``limit``: what a replica's periodic sweep hands to :meth:`take_next_in_chat`
+        (or :meth:`take`)."""
         now_s = time.time() if now_s is None else now_s
+        where, params = _in_channels(channels)
         rows = await self.db._fetchall(
             "SELECT * FROM inbox WHERE status = 'pending' AND (claimed_by IS NULL OR "
-            "lease_until_s <= ?) ORDER BY id LIMIT ?", (now_s, limit))
+            f"lease_until_s <= ?){where} ORDER BY id LIMIT ?", (now_s, *params, limit))
         return [_item_from_row(row) for row in rows]
+
+    async def close_abandoned(self, outcome: str, now_s: float | None = None,
+                              channels: tuple[str, ...] = ()) -> list[InboxItem]:
+        """Mark ``done`` with ``outcome`` every ``sending`` message of ``channels`` (empty:
+        every channel) whose lease expired (or that never had one): its replica died while the
+        reply was on the wire, and it almost always arrived, so it is not sent again. Returns
+        the messages closed (as they were), oldest first."""
+        now_s = time.time() if now_s is None else now_s
+        where, params = _in_channels(channels)
+        async with self.db._transaction() as conn:
+            rows = await conn.fetchall(
+                "UPDATE inbox SET status = 'done', outcome = ?, done_at = ? WHERE status = "
+                f"'sending' AND (lease_until_s IS NULL OR lease_until_s <= ?){where} "
+                "RETURNING *", (_storable(outcome), _utc_now_iso(), now_s, *params))
+        return sorted((_item_from_row(row) for row in rows), key=lambda item: item.received_at)
 
     async def take_next_in_chat(self, channel: str, chat_id: int | None, holder: str,
                                 lease_s: float, now_s: float | None = None) -> InboxItem | None:
@@ -173,15 +190,17 @@ class Inbox:
         return replace(_item_from_row(row), claimed_by=holder, lease_until_s=now_s + lease_s)
 
     async def finish(self, channel: str, message_key: str, outcome: str,
-                     decision_id: int | None = None) -> bool:
+                     decision_id: int | None = None, holder: str | None = None) -> bool:
         """Mark the message done with ``outcome`` (a short key=value text) and the decision it
         led to, and commit. Returns False when it was already done (the first outcome is kept)
-        or is unknown."""
+        or is unknown; with ``holder``, also when another replica took it over (it answers)."""
+        sql = ("UPDATE inbox SET status = 'done', outcome = ?, decision_id = ?, done_at = ? "
+               "WHERE channel = ? AND message_key = ? AND status <> 'done'")
+        params: tuple = (_storable(outcome), decision_id, _utc_now_iso(), channel, message_key)
+        if holder is not None:
+            sql, params = sql + " AND claimed_by = ?", (*params, holder)
         async with self.db._transaction() as conn:
-            n_rows = await conn.execute(
-                "UPDATE inbox SET status = 'done', outcome = ?, decision_id = ?, done_at = ? "
-                "WHERE channel = ? AND message_key = ? AND status <> 'done'",
-                (_storable(outcome), decision_id, _utc_now_iso(), channel, message_key))
+            n_rows = await conn.execute(sql, params)
             return n_rows == 1
 
     async def unfinished(self, channel: str) -> list[InboxItem]:
@@ -227,6 +246,13 @@ async def decision_of_sent(db: Database, channel: str, chat_id: int,
         "sent_messages.decision_id WHERE sent_messages.channel = ? AND sent_messages.chat_id = ? "
         "AND sent_messages.message_id = ?", (channel, chat_id, message_id))
     return None if row is None else _decision_from_row(row)
+
+
+def _in_channels(channels: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+    """An ``AND channel IN (...)`` clause and its parameters (nothing for no channels)."""
+    if not channels:
+        return "", ()
+    return f" AND channel IN ({', '.join('?' * len(channels))})", tuple(channels)
 
 
 def _item_from_row(row) -> InboxItem:

@@ -26,8 +26,9 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Concatenate, ParamSpec
 
+from bot.chat import shared
 from bot.chat.messages import t
-from bot.chat.ratelimit import ALLOWED, RateVerdict
+from bot.chat.ratelimit import RateVerdict
 from bot.chat.render import Text
 from bot.chat.services import Services
 from bot.chat.types import Asker, Reply, ui_language
@@ -95,13 +96,13 @@ async def run_update(services: Services, asker: Asker,
         else ``work``'s reply.
     """
     if not services.policy(asker.channel).admits(asker.user_id):
-        return stranger_reply(services, asker)
+        return await stranger_reply(services, asker)
     ctx = await load_context(services, asker, ui_hint=ui_hint)
     if unmetered is not None:
         reply = await unmetered(ctx)
         if reply is not None:
             return reply
-    verdict = acquire(ctx)
+    verdict = await acquire(ctx)
     if not verdict.is_allowed:
         return limited_reply(ctx, verdict)
     async with busy():
@@ -121,17 +122,15 @@ def per_update(work: Callable[Concatenate[UpdateContext, P], Awaitable[Reply]]
     return command
 
 
-def acquire(ctx: UpdateContext) -> RateVerdict:
+async def acquire(ctx: UpdateContext) -> RateVerdict:
     """Step 4: count this message against its sender's limit (``Asker.sender_id``; a message
-    without a sender, as in the console, is always allowed). Every refusal is logged
+    without a sender, as in the console, is always allowed), in this process or across
+    replicas (``bot.chat.shared``). Every refusal is logged
     (``rate_limited ... reply=notice|dropped``)."""
-    sender_id = ctx.asker.sender_id
-    if sender_id is None:
-        return ALLOWED
-    verdict = ctx.services.limiter.acquire(sender_id, ctx.services.clock())
+    verdict = await shared.acquire(ctx.services, ctx.asker)
     if not verdict.is_allowed:
         log.info("rate_limited chat_id=%d sender_id=%d wait_s=%d reply=%s channel=%s",
-                 ctx.chat_id, sender_id, verdict.wait_s,
+                 ctx.chat_id, ctx.asker.sender_id, verdict.wait_s,
                  "notice" if verdict.is_notice else "dropped", ctx.asker.channel)
     return verdict
 
@@ -144,14 +143,12 @@ def limited_reply(ctx: UpdateContext, verdict: RateVerdict) -> Reply:
     return ctx.say("rate_limited", seconds=verdict.wait_s)
 
 
-def stranger_reply(services: Services, asker: Asker) -> Reply:
+async def stranger_reply(services: Services, asker: Asker) -> Reply:
     """Step 0, a sender not on the channel's allow-list: the message counts against the rate
     limit (a stranger cannot make the bot flood a chat or the channel's API); while allowed, a
     private chat is told "this bot is private" in the user's interface language, a group
     nothing. Logged either way (``not_allowed ... reply=refusal|dropped``)."""
-    sender_id = asker.sender_id
-    is_limited = sender_id is not None and not services.limiter.acquire(
-        sender_id, services.clock()).is_allowed
+    is_limited = not (await shared.acquire(services, asker)).is_allowed
     is_told = asker.is_private and not is_limited
     log.warning("not_allowed channel=%s user_id=%s chat_id=%s reply=%s", asker.channel,
                 asker.user_id, asker.chat_id, "refusal" if is_told else "dropped")

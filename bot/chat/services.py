@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from bot.chat.policy import ChannelPolicy
 from bot.chat.ratelimit import RateLimiter
 from bot.chat.repeats import RepeatFilter
+from bot.chat.shared import SharedStores, open_shared
 from bot.chat.voice_cache import VoiceCache
 from bot.settings import Settings
 from clients.openrouter import OpenRouterClient
@@ -38,7 +39,10 @@ class Services:
     ``clock`` returns monotonic seconds (the rate limiter's time source); ``channels`` holds
     each front end's :class:`~bot.chat.policy.ChannelPolicy` (allow-list, size limits);
     ``tts`` speaks replies, ``voice_pool`` encodes them (``BOT_VOICE_THREADS`` threads) and
-    ``voice_cache`` keeps the voice notes made (``bot.chat.voice_reply``).
+    ``voice_cache`` keeps the voice notes made (``bot.chat.voice_reply``). ``shared`` holds
+    the stores replicas share on PostgreSQL (rate limit, repeat window, voice-note index), None
+    on SQLite, where ``limiter``, ``repeats`` and ``voice_cache`` alone serve
+    (``bot.chat.shared`` picks).
     """
 
     settings: Settings
@@ -55,6 +59,7 @@ class Services:
     repeats: RepeatFilter = field(default_factory=RepeatFilter)
     clock: Callable[[], float] = time.monotonic
     channels: dict[str, ChannelPolicy] = field(default_factory=dict)
+    shared: SharedStores | None = None
     answerer: Answerer = field(init=False)
 
     def __post_init__(self) -> None:
@@ -90,13 +95,15 @@ class Services:
                 voice_cache=VoiceCache(int(settings.tts.cache_mb * 2**20)),
                 voice_pool=ThreadPoolExecutor(settings.bot.voice_threads,
                                               thread_name_prefix="voice"),
+                shared=open_shared(db, settings),
             )
         except BaseException:
             await db.close()  # its worker thread would keep the process alive
             raise
         freeze_loaded_objects()
-        log.info("services open encoder=%s index=%s db=%s took_ms=%.0f", pipeline.encoder.name,
-                 settings.rag.index_dir, db.backend.location.display,
+        log.info("services open encoder=%s index=%s db=%s state=%s took_ms=%.0f",
+                 pipeline.encoder.name, settings.rag.index_dir, db.backend.location.display,
+                 "in_process" if services.shared is None else "shared",
                  (time.perf_counter() - start) * 1e3)
         return services
 

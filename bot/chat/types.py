@@ -24,8 +24,10 @@ class Asker:
     (Telegram's anonymous group admins and channels: ``user_id`` is then a shared placeholder),
     ``forwarded_from`` for a forwarded message (``user 42 at 2026-12-01T01:02:03Z``, ...; None
     when it was not forwarded), ``replied_to``, the id of the bot's own message this one replies
-    to (None when it replies to none), and ``is_private`` (a one-to-one chat: a stranger there is
-    told the bot is private; in a group, nothing)."""
+    to (None when it replies to none), ``is_private`` (a one-to-one chat: a stranger there is
+    told the bot is private; in a group, nothing), and ``message_key``, the channel's own id of
+    the message as text where it has no numeric one (WhatsApp's ``wamid``), so a message taken
+    over by another replica is known as the same one."""
 
     channel: str
     chat_id: int
@@ -36,6 +38,7 @@ class Asker:
     forwarded_from: str | None = None
     replied_to: int | None = None
     is_private: bool = True
+    message_key: str | None = None
 
     @property
     def sender_id(self) -> int | None:

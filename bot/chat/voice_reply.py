@@ -21,6 +21,7 @@ import time
 import warnings
 from dataclasses import dataclass
 
+from bot.chat import shared
 from bot.chat.audio import AudioError
 from bot.chat.limits import MAX_SPEECH_CHARS, MAX_VOICE_REPLY_S, bound_text
 from bot.chat.render import refusal_text
@@ -123,7 +124,7 @@ async def make_voice(services: Services, speech: Speech) -> VoiceOutcome:
     key = (speech.text, language_code, tts_settings.speaker, tts_settings.model)
     voice = f"{language_code} {tts_settings.speaker} {tts_settings.model}"
     start = time.perf_counter()
-    cached = services.voice_cache.get(key)
+    cached = await shared.cached_voice(services, key)
     if cached is not None:
         return VoiceOutcome(cached, [Stage(
             STAGE, "cached", f"{voice}, {cached.duration_s:.1f} s of audio, {len(speech.text)} "
@@ -145,7 +146,7 @@ async def make_voice(services: Services, speech: Speech) -> VoiceOutcome:
     except AudioError as exc:
         return VoiceOutcome(None, [spoken, Stage(ENCODE_STAGE, "failed", str(exc),
                                                  _ms_since(start))])
-    services.voice_cache.put(key, audio)
+    await shared.keep_voice(services, key, audio)
     return VoiceOutcome(audio, [spoken, Stage(
         ENCODE_STAGE, "ok", f"{audio.duration_s:.1f} s of audio, {len(synthesized.wav)} bytes WAV "
                             f"-> {len(audio.ogg)} bytes OGG/Opus", _ms_since(start))])

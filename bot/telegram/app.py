@@ -26,7 +26,7 @@ from telegram.ext import (
     filters,
 )
 
-from bot.chat.inbox import ChannelInbox
+from bot.chat.inbox import channel_inbox
 from bot.chat.messages import t
 from bot.chat.policy import ChannelPolicy
 from bot.chat.services import Services
@@ -40,7 +40,6 @@ from bot.telegram.outbox import TelegramOutbox
 from bot.telegram.startup import connect_bot_api
 from rag.pipeline import Pipeline
 from rag.types import LANGUAGES
-from storage.inbox import Inbox
 
 log = logging.getLogger(__name__)
 
@@ -115,17 +114,22 @@ async def open_services(app: Application, *, settings: Settings,
     services.channels[CHANNEL] = telegram_policy(settings)
     app.bot_data["services"] = services
     app.bot_data["outbox"] = TelegramOutbox(app.bot, settings.telegram.chat_action_interval_s)
-    inbox = ChannelInbox(Inbox(services.db), CHANNEL, settings.bot.inbox_max_age_s)
+    inbox = channel_inbox(services, CHANNEL)
     app.bot_data["inbox"] = inbox
     if isinstance(app.update_queue, DurableUpdateQueue):
         app.update_queue.inbox = inbox
-    n_replayed = await replay(inbox, app.bot, app.update_queue)
-    log.info("inbox_open n_replayed=%d max_age_s=%.0f", n_replayed, inbox.max_age_s)
+    handle = app.handle_stored if isinstance(app, InboxApplication) else None
+    n_replayed = await replay(inbox, app.bot, app.update_queue, handle)
+    log.info("inbox_open n_replayed=%d max_age_s=%.0f shared=%s", n_replayed, inbox.max_age_s,
+             inbox.is_shared)
     await set_commands(app)
 
 
 async def close_services(app: Application) -> None:
     """post_shutdown: close clients and the database."""
+    inbox = app.bot_data.get("inbox")
+    if inbox is not None:
+        await inbox.aclose()
     services = app.bot_data.pop("services", None)
     if services is not None:
         await services.close()

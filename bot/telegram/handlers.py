@@ -146,6 +146,11 @@ async def on_error(update: object, context: BotContext) -> None:
     error = context.error
     message = update.effective_message if isinstance(update, Update) else None
     chat_id = message.chat_id if message else None
+    claim = context.claim
+    if claim is not None and error is not None and claim.defer(error):
+        log.warning("answer_deferred chat_id=%s kind=%s detail=%s: answered again later",
+                    chat_id, type(error).__name__, str(error).strip()[:200])
+        return
     if isinstance(error, Forbidden):
         log.warning("telegram.forbidden chat_id=%s detail=%s (blocked by the user or removed "
                     "from the chat)", chat_id, error.message)

@@ -35,11 +35,12 @@ from telegram.error import TelegramError
 from telegram.ext import AIORateLimiter, Application
 
 from bot.chat.delivery import OnWire
-from bot.chat.inbox import ChannelInbox, Claim
+from bot.chat.inbox import ChannelInbox, Claim, Handler
 from bot.chat.messages import t
 from bot.chat.render import Text
 from bot.telegram.incoming import CHANNEL, asker_of, is_for_bot
 from bot.telegram.markup import HTML
+from storage.inbox import InboxItem
 
 log = logging.getLogger(__name__)
 
@@ -63,10 +64,12 @@ async def accept(inbox: ChannelInbox, update: Update) -> Claim | None:
     return await inbox.claim(update_key(update), message.chat_id if message else None, payload)
 
 
-async def replay(inbox: ChannelInbox, bot: Bot, queue: asyncio.Queue) -> int:
-    """Queue again every update a crash left pending (oldest first); the chat layer closed those
-    left ``sending``. Returns the number queued."""
-    items = await inbox.replay()
+async def replay(inbox: ChannelInbox, bot: Bot, queue: asyncio.Queue,
+                 handle: Handler | None = None) -> int:
+    """Open the inbox (``ChannelInbox.open``): replicas start the dispatcher, which answers
+    stored updates with ``handle``; one process queues again every update a crash left pending
+    (oldest first; the chat layer closed those left ``sending``). Returns the number queued."""
+    items = await inbox.open(handle) if handle is not None else await inbox.replay()
     for item in items:
         update = Update.de_json(json.loads(item.payload), bot)
         await asyncio.Queue.put(queue, update)  # already stored: skip the duplicate check
@@ -120,9 +123,11 @@ class DurableUpdateQueue(asyncio.Queue):
         self.inbox: ChannelInbox | None = None
 
     async def put(self, item: object) -> None:
-        if isinstance(item, Update) and self.inbox is not None \
-                and await accept(self.inbox, item) is None:
-            return
+        if isinstance(item, Update) and self.inbox is not None:
+            claim = await accept(self.inbox, item)
+            message = item.effective_message
+            if claim is None or self.inbox.submit(claim, message.chat_id if message else None):
+                return  # a duplicate; or (replicas) the dispatcher answers it in its chat's turn
         await super().put(item)
 
 
@@ -138,7 +143,13 @@ claims of the updates being handled are in ``bot_data["claims"]`` by ``update_id
         if inbox is None or not isinstance(update, Update):
             await super().process_update(update)
             return
-        claim = inbox.held(update_key(update))
+        await self.process_claimed(update, inbox.held(update_key(update)))
+
+    async def process_claimed(self, update: Update, claim: Claim) -> None:
+        """Run the handlers of ``update`` (or apologise for a stale one) under ``claim``, then
+        close it with their outcome. Raises the error a handler deferred the answer for
+        (``Claim.defer``: replicas, the database was unreachable), leaving it unfinished."""
+        inbox: ChannelInbox = self.bot_data["inbox"]
         claims: dict[int, Claim] = self.bot_data.setdefault("claims", {})
         claims[update.update_id] = claim
         try:
@@ -149,7 +160,13 @@ claims of the updates being handled are in ``bot_data["claims"]`` by ``update_id
                 await super().process_update(update)
         finally:
             claims.pop(update.update_id, None)
+        if claim.deferred is not None:
+            raise claim.deferred
         await claim.finish()
+
+    async def handle_stored(self, item: InboxItem, claim: Claim) -> None:
+        """The dispatcher's handler (replicas): the stored update, answered under ``claim``."""
+        await self.process_claimed(Update.de_json(json.loads(item.payload), self.bot), claim)
 
     async def _apologise(self, update: Update, claim: Claim, age_s: float) -> None:
         """Tell the asker their question came too late to answer (in private chats, or when it
@@ -170,6 +187,9 @@ claims of the updates being handled are in ``bot_data["claims"]`` by ``update_id
             claim.outcome = f"stale_apology age_s={age_s:.0f}"
         except TelegramError as exc:
             claim.outcome = f"stale_apology_failed detail={exc.message}"
+        except Exception as exc:
+            if not claim.defer(exc):
+                raise
 
 
 def message_age_s(update: Update, now_s: float | None = None) -> float | None:

@@ -54,7 +54,7 @@ from aiohttp import web
 from bot.chat.commands import notice_reply
 from bot.chat.context import load_context
 from bot.chat.delivery import DeliveryError, OnWire, deliver
-from bot.chat.inbox import ChannelInbox, Claim
+from bot.chat.inbox import Claim, channel_inbox
 from bot.chat.policy import ChannelPolicy
 from bot.chat.questions import answer_voice, reply_to_text
 from bot.chat.render import Text
@@ -66,7 +66,8 @@ from bot.settings import Settings
 from bot.whatsapp.graph import GraphClient, GraphError
 from bot.whatsapp.markup import to_whatsapp
 from bot.whatsapp.settings import WhatsAppSettings
-from storage.inbox import Inbox
+from storage.backend import driver_errors
+from storage.inbox import InboxItem
 
 log = logging.getLogger(__name__)
 
@@ -188,8 +189,7 @@ class WhatsAppFrontEnd:
             backoff_base_s=wa.backoff_base_s, max_backoff_s=wa.max_backoff_s)
         services.channels[CHANNEL] = whatsapp_policy(wa)
         self.outbox = WhatsAppOutbox(self.graph)
-        self.inbox = ChannelInbox(Inbox(services.db), CHANNEL,
-                                  services.settings.bot.inbox_max_age_s)
+        self.inbox = channel_inbox(services, CHANNEL)
         self._tasks: set[asyncio.Task[None]] = set()
 
     def make_app(self) -> web.Application:
@@ -229,8 +229,12 @@ class WhatsAppFrontEnd:
         except (ValueError, AttributeError, KeyError, TypeError, RecursionError) as exc:
             log.warning("webhook_refused reason=malformed detail=%s", str(exc)[:200])
             return web.Response(status=400, text="malformed payload")
-        for value in values:
-            await self._take(value)
+        try:
+            for value in values:
+                await self._take(value)
+        except driver_errors() as exc:  # PostgreSQL restarting: Meta redelivers a non-200
+            log.warning("webhook_unstored status=503 detail=%s", str(exc).strip()[:200])
+            return web.Response(status=503, text="database unavailable, retry")
         return web.Response(text="ok")
 
     async def _take(self, value: Any) -> None:
@@ -259,7 +263,8 @@ class WhatsAppFrontEnd:
             if claim is None:
                 log.info("whatsapp_duplicate message_id=%s chat_id=%s", wamid, sender)
                 continue
-            self._spawn(message, claim)
+            if not self.inbox.submit(claim, int(sender)):  # replicas: in the chat's turn
+                self._spawn(message, claim)
 
     def _spawn(self, message: dict[str, Any], claim: Claim) -> None:
         task = asyncio.create_task(self.handle(message, claim))
@@ -267,17 +272,31 @@ class WhatsAppFrontEnd:
         task.add_done_callback(self._tasks.discard)
 
     async def replay(self) -> int:
-        """Handle the messages a previous run claimed but did not finish (the chat layer closes
-        those whose reply was already on the wire); how many."""
-        pending = await self.inbox.replay()
+        """Open the inbox: replicas start the dispatcher (``bot.chat.dispatch``), which hands
+        stored messages to :meth:`handle_stored` in each chat's order; one process handles the
+        messages a previous run claimed but did not finish (the chat layer closes those whose
+        reply was already on the wire). Returns how many are handled now."""
+        pending = await self.inbox.open(self.handle_stored)
         for item in pending:
             self._spawn(json.loads(item.payload), self.inbox.held(item.message_key))
         return len(pending)
 
+    async def handle_stored(self, item: InboxItem, claim: Claim) -> None:
+        """The dispatcher's handler (replicas): the stored message, answered under ``claim``.
+
+        Raises:
+            the database error or ``LeaseLostError`` the answer was deferred for
+            (``Claim.defer``), leaving the message unfinished for the dispatcher.
+        """
+        await self.handle(json.loads(item.payload), claim)
+        if claim.deferred is not None:
+            raise claim.deferred
+
     async def handle(self, message: dict[str, Any], claim: Claim) -> None:
-        """Answer one claimed message and store its outcome; never raises."""
+        """Answer one claimed message and store its outcome; never raises (replicas: an error
+        the answer is deferred for is kept in ``claim.deferred``, nothing sent or stored)."""
         wamid, wa_id = message["id"], message["from"]
-        asker = Asker(CHANNEL, int(wa_id), user_id=int(wa_id))
+        asker = Asker(CHANNEL, int(wa_id), user_id=int(wa_id), message_key=wamid)
         start = time.perf_counter()
         try:
             if self.inbox.is_stale(age_s := _age_s(message)):
@@ -289,7 +308,12 @@ class WhatsAppFrontEnd:
             claim.decision_id = reply.decision_id
             claim.outcome = await deliver(self.services, self.outbox, asker, reply,
                                           claim.sending)
-        except Exception:  # a bug must not kill the server or lose the outcome
+        except Exception as exc:  # a bug must not kill the server or lose the outcome
+            if claim.defer(exc):
+                log.warning("answer_deferred channel=whatsapp chat_id=%s message_id=%s kind=%s "
+                            "detail=%s: answered again later", wa_id, wamid,
+                            type(exc).__name__, str(exc).strip()[:200])
+                return
             log.exception("whatsapp_error chat_id=%s message_id=%s", wa_id, wamid)
             claim.outcome = "error"
             try:
@@ -349,6 +373,7 @@ class WhatsAppFrontEnd:
             await asyncio.wait(set(self._tasks), timeout=timeout_s)
 
     async def aclose(self) -> None:
+        await self.inbox.aclose()
         await self.drain()
         await self.graph.aclose()
 
