@@ -338,8 +338,8 @@ class SarvamSTT(ServiceClient):
         return transcript
 
     async def transcribe_long(self, chunks: list[bytes], language: str | None = None) -> Transcript:
-        """Transcribe consecutive WAV chunks (``bot.chat.audio.split_wav``) one after another and join,
-        within ``settings.total_timeout_s`` seconds for them all (retries included).
+        """Transcribe consecutive WAV chunks (``bot.chat.audio.split_wav``) one after another and
+        join, within ``settings.total_timeout_s`` seconds for them all (retries included).
 
         ``text`` joins the non-empty chunk texts with spaces; the language is the code Sarvam gave
         for most characters of text; ``elapsed_ms`` and ``n_attempts`` are totals; ``request_id``
