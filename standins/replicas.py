@@ -12,7 +12,8 @@ the others (``proxy_next_upstream``)::
             env=replica_env(tg, index_dir)) as replicas:
         await tg.push_text(42, "How much does an Xbox 360 cost?")
         await replicas.kill(0)                      # SIGKILL, returns the exit status (-9)
-        replicas.pids, replicas.ports, replicas.telegram_webhook_url
+        replicas.signal_all(signal.SIGSTOP)         # freeze every replica (SIGCONT resumes)
+        replicas.pids, replicas.ports, replicas.telegram_webhook_url, replicas.logs()
 
 The replicas are plain child processes of this one (``cwd`` = this checkout, ``PYTHONPATH``
 set to it); their output goes to ``work_dir/<kind>-<i>.log`` and nginx's to
@@ -147,13 +148,23 @@ class Replica:
     def is_alive(self) -> bool:
         return self.process is not None and self.process.returncode is None
 
+    def signal(self, sig: int) -> None:
+        """Send ``sig`` (SIGSTOP, SIGCONT, SIGKILL, ...) if the replica is running."""
+        if self.is_alive:
+            with contextlib.suppress(ProcessLookupError):
+                self.process.send_signal(sig)  # type: ignore[union-attr]
+
+    def log(self) -> str:
+        """Everything the replica wrote (across restarts)."""
+        if not self.log_path.is_file():
+            return ""
+        return self.log_path.read_text("utf-8", errors="replace")
+
     def memory(self) -> Memory:
         return memory_of(self.pid)
 
     def log_tail(self, n_chars: int = 3000) -> str:
-        if not self.log_path.is_file():
-            return ""
-        return self.log_path.read_text("utf-8", errors="replace")[-n_chars:]
+        return self.log()[-n_chars:]
 
 
 @dataclass
@@ -171,7 +182,12 @@ class ReplicaSet:
         work_dir: logs and nginx's prefix (``work_dir/nginx``); a temporary folder when None,
             deleted by ``stop()``.
         balance: nginx's choice of replica: ``least_conn`` or ``round_robin``.
-        webhook_secret: ``TELEGRAM_WEBHOOK_SECRET``; a random one when empty.
+        webhook_secret: ``TELEGRAM_WEBHOOK_SECRET``; a random one when empty. WhatsApp's
+            shared secret (``WHATSAPP_APP_SECRET``, the HMAC key of the webhook signature) comes
+            from ``env``, the same on every replica and the sender.
+        inherit_bot_env: False drops this process's ``TELEGRAM_*``, ``WHATSAPP_*`` and
+            ``BOT_*`` variables, so that only ``env`` and the harness set them (tests: a
+            developer's ``BOT_ALLOWED_USER_IDS`` must not reach the replicas).
         code: the checkout the replicas run (``cwd`` and ``PYTHONPATH``).
     """
 
@@ -185,6 +201,7 @@ class ReplicaSet:
     ready_timeout_s: float = READY_TIMEOUT_S
     code: Path = ROOT
     python: str = sys.executable
+    inherit_bot_env: bool = True
     replicas: list[Replica] = field(default_factory=list, init=False)
     nginx_port: int = field(default=0, init=False)
     _nginx: asyncio.subprocess.Process | None = field(default=None, init=False)
@@ -206,11 +223,15 @@ class ReplicaSet:
 
     @property
     def telegram(self) -> list[Replica]:
-        return [r for r in self.replicas if r.kind == "telegram"]
+        return self.of("telegram")
 
     @property
     def whatsapp(self) -> list[Replica]:
-        return [r for r in self.replicas if r.kind == "whatsapp"]
+        return self.of("whatsapp")
+
+    def of(self, kind: Kind) -> list[Replica]:
+        """The replicas of ``kind``, by index."""
+        return [r for r in self.replicas if r.kind == kind]
 
     @property
     def pids(self) -> list[int]:
@@ -219,6 +240,10 @@ class ReplicaSet:
     @property
     def ports(self) -> list[int]:
         return [r.port for r in self.replicas]
+
+    def logs(self) -> str:
+        """Every replica's log, one after another."""
+        return "".join(r.log() for r in self.replicas)
 
     @property
     def nginx_pid(self) -> int:
@@ -262,7 +287,9 @@ class ReplicaSet:
 
     def replica_env(self, replica: Replica) -> dict[str, str]:
         """The environment of ``replica``: ``env`` plus what the harness decides."""
-        env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(self.code),
+        inherited = {k: v for k, v in os.environ.items() if self.inherit_bot_env
+                     or not k.startswith(("TELEGRAM_", "WHATSAPP_", "BOT_"))}
+        env = {**inherited, **self.env, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(self.code),
                "BOT_DATABASE_URL": self.database_url}
         if replica.kind == "telegram":
             env |= {"TELEGRAM_WEBHOOK_URL": self.telegram_webhook_url,
@@ -351,6 +378,12 @@ class ReplicaSet:
             replica.process.send_signal(signal.SIGKILL)
         return await replica.process.wait()
 
+    def signal_all(self, sig: int) -> None:
+        """Send ``sig`` to every running replica (``SIGSTOP`` freezes them all at one moment,
+        ``SIGCONT`` lets them go on)."""
+        for replica in self.replicas:
+            replica.signal(sig)
+
     async def restart(self, which: int | Replica) -> Replica:
         """Start a stopped or killed replica again on its port; return once it listens."""
         replica = self._replica(which)
@@ -361,12 +394,11 @@ class ReplicaSet:
         return replica
 
     async def stop(self) -> None:
-        """SIGTERM every replica (SIGKILL after ``STOP_TIMEOUT_S``), then nginx; a temporary
-        ``work_dir`` is deleted."""
+        """SIGTERM every replica (after SIGCONT, in case one is stopped; SIGKILL after
+        ``STOP_TIMEOUT_S``), then nginx; a temporary ``work_dir`` is deleted."""
         for replica in self.replicas:
-            if replica.is_alive:
-                with contextlib.suppress(ProcessLookupError):
-                    replica.process.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
+            replica.signal(signal.SIGCONT)
+            replica.signal(signal.SIGTERM)
         for replica in self.replicas:
             if replica.process is not None:
                 try:

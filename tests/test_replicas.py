@@ -2,11 +2,12 @@
 
 Three ``python -m bot`` (Telegram, webhook mode) and three ``python -m bot --whatsapp``
 replicas (the real encoder and the sample index, memory-mapped by each) sit behind nginx
-(:mod:`tests.replicas`), which spreads the fake Telegram server's and the WhatsApp stand-in's
-webhook POSTs across them. A burst of 120 questions (20 Telegram chats and 20 WhatsApp chats,
-3 questions each) goes through while one replica of each kind is SIGKILLed, or while
-PostgreSQL restarts: every question is answered exactly once, in order within each chat, with
-its decision recorded; and a stranger's messages, spread across replicas, meet one rate limit.
+(:class:`standins.replicas.ReplicaSet`, ``deploy/nginx.conf.j2``), which spreads the fake
+Telegram server's and the WhatsApp stand-in's webhook POSTs across them. A burst of 120
+questions (20 Telegram chats and 20 WhatsApp chats, 3 questions each) goes through while one
+replica of each kind is SIGKILLed, or while PostgreSQL restarts: every question is answered
+exactly once, in order within each chat, with its decision recorded; and a stranger's messages,
+spread across replicas, meet one rate limit.
 """
 
 from __future__ import annotations
@@ -22,16 +23,16 @@ from pathlib import Path
 
 import pytest
 
+from standins.replicas import Replica, ReplicaSet, find_nginx
 from standins.telegram import FakeTelegram
 from standins.voice_notes import tools_available
 from standins.whatsapp import FakeGraph, text_message
 from tests.pgcluster import query_rows
-from tests.replicas import WA_SECRET, ReplicaSet, nginx_binary
 
 pytestmark = [
     pytest.mark.slow, pytest.mark.postgres,
     pytest.mark.skipif(not tools_available(), reason="needs ffmpeg"),
-    pytest.mark.skipif(nginx_binary() is None and os.environ.get(
+    pytest.mark.skipif(find_nginx() is None and os.environ.get(
         "VOICE_RAG_REQUIRE_POSTGRES") != "1", reason="needs nginx (apt-get install nginx-light)"),
 ]
 
@@ -49,21 +50,23 @@ N_PER_CHAT = 3
 TG_CHATS = [5000 + i for i in range(N_CHATS)]
 WA_CHATS = [f"9198000{i:05d}" for i in range(N_CHATS)]
 LEASE_S = 3.0
+WA_SECRET = "replica-test-secret"
+READY_TIMEOUT_S = 180.0  # six processes loading the encoder and index on a busy 2-core box
 
 
-def base_env(tg: FakeTelegram, graph: FakeGraph, index_dir: Path, pg_url: str,
-             folder: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("TELEGRAM_", "WHATSAPP_", "BOT_"))}
-    return env | {
-        "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+def base_env(tg: FakeTelegram, graph: FakeGraph, index_dir: Path, folder: Path
+             ) -> dict[str, str]:
+    """The replicas' environment besides what :class:`ReplicaSet` sets (database URL, webhook
+    URL, secret, ports and paths); none of this process's ``TELEGRAM_*``, ``WHATSAPP_*`` or
+    ``BOT_*`` variables reach them (``inherit_bot_env=False``)."""
+    return {
         "VOICE_RAG_INDEX_DIR": str(index_dir), "SARVAM_API_KEY": "unused",
-        "BOT_DATABASE_URL": pg_url, "BOT_DB_PATH": str(folder / "unused.sqlite3"),
+        "BOT_DB_PATH": str(folder / "unused.sqlite3"),
         "BOT_VOICE_CACHE_DIR": str(folder / "voice-cache"),
         "BOT_INBOX_LEASE_S": str(LEASE_S), "BOT_INBOX_SWEEP_S": "0.5",
         "BOT_PIPELINE_THREADS": "1",
         "TELEGRAM_TOKEN": tg.token, "TELEGRAM_API_BASE": tg.base_url,
-        "TELEGRAM_FILE_BASE": tg.base_file_url, "TELEGRAM_WEBHOOK_SECRET": "replica-secret",
+        "TELEGRAM_FILE_BASE": tg.base_file_url,
         "WHATSAPP_TOKEN": graph.token, "WHATSAPP_PHONE_NUMBER_ID": graph.phone_number_id,
         "WHATSAPP_APP_SECRET": WA_SECRET, "WHATSAPP_VERIFY_TOKEN": "v",
         "WHATSAPP_API_BASE": graph.url, "WHATSAPP_API_VERSION": graph.version,
@@ -75,12 +78,15 @@ async def replicas(tmp_path: Path, index_dir: Path, pg_url: str, **env: str
                    ) -> AsyncIterator[tuple[FakeTelegram, FakeGraph, ReplicaSet]]:
     async with FakeTelegram() as tg, FakeGraph() as graph:
         folder = tmp_path / "replicas"
-        rs = ReplicaSet(folder, base_env(tg, graph, index_dir, pg_url, folder) | env)
+        rs = ReplicaSet(n_telegram=3, n_whatsapp=3, database_url=pg_url, work_dir=folder,
+                        env=base_env(tg, graph, index_dir, folder) | env,
+                        ready_timeout_s=READY_TIMEOUT_S, inherit_bot_env=False)
         try:
             start = time.monotonic()
             await rs.start()
             await tg.wait_for("setWebhook", 3, timeout=60)
-            graph.subscribe(f"{rs.url}/webhook", WA_SECRET)
+            assert tg.webhook["url"] == rs.telegram_webhook_url
+            graph.subscribe(rs.whatsapp_webhook_url, WA_SECRET)
             print(f"6 replicas and nginx ready in {time.monotonic() - start:.1f} s")
             yield tg, graph, rs
         finally:
@@ -108,7 +114,7 @@ async def wait_until(predicate: Callable[[], bool], timeout_s: float, step_s: fl
     return True
 
 
-async def kill_between_replies(rs: ReplicaSet, victims: list, tg: FakeTelegram,
+async def kill_between_replies(rs: ReplicaSet, victims: list[Replica], tg: FakeTelegram,
                                graph: FakeGraph, pg_url: str) -> None:
     """SIGKILL ``victims`` at a moment when no reply is half-sent: every replica frozen with
     SIGSTOP, given 0.2 s for what it already wrote to reach the stand-ins, then the victims
@@ -128,7 +134,7 @@ async def kill_between_replies(rs: ReplicaSet, victims: list, tg: FakeTelegram,
             for victim in victims:
                 victim.signal(signal.SIGKILL)
             for victim in victims:
-                assert await asyncio.wait_for(victim.proc.wait(), 10) == -signal.SIGKILL
+                assert await asyncio.wait_for(rs.kill(victim), 10) == -signal.SIGKILL
             rs.signal_all(signal.SIGCONT)
             return
         rs.signal_all(signal.SIGCONT)
@@ -202,15 +208,15 @@ def assert_each_answered_once_in_order(tg: FakeTelegram, graph: FakeGraph, pg_ur
 def assert_spread(rs: ReplicaSet) -> None:
     """Every replica that lived received webhook POSTs (nginx spread them)."""
     for replica in rs.replicas:
-        text = replica.log_path.read_text("utf-8", errors="replace")
-        assert "inbox_stored" in text, f"{replica.kind} replica on {replica.port} got nothing"
+        assert "inbox_stored" in replica.log(), (
+            f"{replica.kind} replica on {replica.port} got nothing")
 
 
 async def test_sigkill_one_replica_of_each_mid_burst_answers_every_question_once_in_order(
         tmp_path, sample_index_dir, pg_url):
     async with replicas(tmp_path, sample_index_dir, pg_url,
                         BOT_RATE_LIMIT_N="0") as (tg, graph, rs):
-        victims = [rs.of("telegram")[0], rs.of("whatsapp")[0]]
+        victims = [rs.telegram[0], rs.whatsapp[0]]
         questions = await run_burst(
             tg, graph, rs, pg_url, lambda: kill_between_replies(rs, victims, tg, graph, pg_url))
         logs = rs.logs()
@@ -260,7 +266,7 @@ async def test_a_strangers_messages_spread_across_replicas_meet_one_rate_limit(
     assert len(graph.delivered("text")) == limit
     for kind, chat in (("telegram", stranger_tg), ("whatsapp", stranger_wa)):
         receivers = [r for r in rs.of(kind) if any(
-            line for line in r.log_path.read_text("utf-8", errors="replace").splitlines()
+            line for line in r.log().splitlines()
             if "inbox_stored" in line and f"chat_id={chat}" in line)]
         assert len(receivers) >= 2, f"{kind}: nginx did not spread the stranger's messages"
     logs = rs.logs()
