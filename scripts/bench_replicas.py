@@ -159,6 +159,11 @@ async def run(args: argparse.Namespace) -> None:
     index_dir = Path(os.environ.get("VOICE_RAG_INDEX_DIR") or ROOT / "data" / "index")
     tmp = Path(tempfile.mkdtemp(prefix="voice-rag-bench-replicas-"))
     counts = [int(n) for n in args.replicas.split(",")]
+    n_distinct = len(mixed_questions(10**9, 0))
+    if args.rounds * args.n > n_distinct:
+        print(f"warning: {args.rounds} rounds of {args.n} need {args.rounds * args.n} questions, "
+              f"there are {n_distinct}: later rounds repeat earlier ones, whose vectors the "
+              f"replicas' embedding cache keeps (faster than new questions)", flush=True)
     load_before = os.getloadavg()
     async with contextlib.AsyncExitStack() as stack:
         server_url = args.database_url
