@@ -149,10 +149,16 @@ class Replica:
         return self.process is not None and self.process.returncode is None
 
     def signal(self, sig: int) -> None:
-        """Send ``sig`` (SIGSTOP, SIGCONT, SIGKILL, ...) if the replica is running."""
+        """Send ``sig`` (SIGSTOP, SIGCONT, SIGKILL, ...) if the replica is running.
+
+        ``os.kill``, not ``process.send_signal``: the latter polls the child first
+        (``Popen.poll``), which reaps one that just died before asyncio's child watcher does,
+        and the watcher then reports exit status 255 instead of ``-9``. Until the watcher has
+        reaped it (``returncode`` set) the pid is still this child's, a zombie at worst.
+        """
         if self.is_alive:
             with contextlib.suppress(ProcessLookupError):
-                self.process.send_signal(sig)  # type: ignore[union-attr]
+                os.kill(self.pid, sig)
 
     def log(self) -> str:
         """Everything the replica wrote (across restarts)."""
@@ -374,8 +380,7 @@ class ReplicaSet:
         status (``-9``)."""
         replica = self._replica(which)
         assert replica.process is not None, "not started"
-        with contextlib.suppress(ProcessLookupError):
-            replica.process.send_signal(signal.SIGKILL)
+        replica.signal(signal.SIGKILL)
         return await replica.process.wait()
 
     def signal_all(self, sig: int) -> None:
