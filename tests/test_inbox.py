@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 import tests.test_bot_telegram as tbt
+from bot.chat.inbox import ChannelInbox
 from standins.telegram import FakeTelegram
 from standins.voice_notes import tools_available
 from standins.whatsapp import FakeGraph, encode, sign, text_message
@@ -324,3 +325,23 @@ async def test_whatsapp_sigkill_after_the_first_reply_then_redelivery_answers_ea
     assert "whatsapp_duplicate message_id=wamid.burst" in log_text
     assert log_text.count("inbox_replay_skipped channel=whatsapp") == 1
     assert "Traceback" not in log_text
+
+
+async def test_one_process_answers_a_chats_messages_one_at_a_time_in_order():
+    """One process: a chat's messages wait for its turn, in the order their handling began,
+    while another chat's go at once; the turns are forgotten when no message holds them."""
+    inbox = ChannelInbox(store=None, channel="whatsapp", max_age_s=60)
+    events = []
+
+    async def answer(chat_id: int, n: int) -> None:
+        async with inbox.in_turn(chat_id):
+            events.append(("start", chat_id, n))
+            await asyncio.sleep(0.01)
+            events.append(("end", chat_id, n))
+
+    await asyncio.gather(*(answer(1, n) for n in range(3)), answer(2, 0))
+
+    assert [e for e in events if e[1] == 1] == [
+        (edge, 1, n) for n in range(3) for edge in ("start", "end")]
+    assert events.index(("start", 2, 0)) < events.index(("end", 1, 0))
+    assert inbox._turns == {}

@@ -17,12 +17,14 @@ decided here, once. The table is ``storage.inbox``. Two ways, picked by :func:`c
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
 import socket
 import uuid
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
 
 from bot.chat.dispatch import ChatDispatcher, LeaseLostError, Replicas
 from storage.backend import driver_errors
@@ -95,6 +97,7 @@ class ChannelInbox:
     max_age_s: float
     replicas: Replicas | None = None
     dispatcher: ChatDispatcher | None = None
+    _turns: dict[int | None, tuple[asyncio.Lock, list[int]]] = field(default_factory=dict)
 
     @property
     def is_shared(self) -> bool:
@@ -115,6 +118,24 @@ class ChannelInbox:
             self.replicas)
         await self.dispatcher.start()
         return []
+
+    @contextlib.asynccontextmanager
+    async def in_turn(self, chat_id: int | None) -> AsyncIterator[None]:
+        """One process: hold ``chat_id``'s turn while one of its messages is answered, so a
+        chat's messages are answered one at a time, in the order their handling began
+        (``asyncio.Lock`` wakes its waiters first come, first served). So at most one of a
+        chat's messages is ``sending`` when the process dies, and the rest stay ``pending`` and
+        are replayed (issue 23: a WhatsApp burst SIGKILLed after its first reply). Replicas
+        get the same from the dispatcher."""
+        lock, users = self._turns.setdefault(chat_id, (asyncio.Lock(), [0]))
+        users[0] += 1
+        try:
+            async with lock:
+                yield
+        finally:
+            users[0] -= 1
+            if not users[0]:
+                del self._turns[chat_id]
 
     def submit(self, claim: Claim, chat_id: int | None) -> bool:
         """Replicas: hand a message just claimed to the dispatcher, which answers it in its

@@ -143,7 +143,12 @@ claims of the updates being handled are in ``bot_data["claims"]`` by ``update_id
         if inbox is None or not isinstance(update, Update):
             await super().process_update(update)
             return
-        await self.process_claimed(update, inbox.held(update_key(update)))
+        message = update.effective_message
+        if message is None:
+            await self.process_claimed(update, inbox.held(update_key(update)))
+            return
+        async with inbox.in_turn(message.chat_id):  # a chat's updates one at a time, in order
+            await self.process_claimed(update, inbox.held(update_key(update)))
 
     async def process_claimed(self, update: Update, claim: Claim) -> None:
         """Run the handlers of ``update`` (or apologise for a stale one) under ``claim``, then

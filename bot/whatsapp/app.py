@@ -267,7 +267,12 @@ class WhatsAppFrontEnd:
                 self._spawn(message, claim)
 
     def _spawn(self, message: dict[str, Any], claim: Claim) -> None:
-        task = asyncio.create_task(self.handle(message, claim))
+        """Answer ``message`` in a task of its own, in its chat's turn (one process)."""
+        async def in_turn() -> None:
+            async with self.inbox.in_turn(int(message["from"])):
+                await self.handle(message, claim)
+
+        task = asyncio.create_task(in_turn())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
