@@ -45,6 +45,8 @@ import json, sys
 from rag.pipeline import Pipeline
 from rag.settings import RagSettings
 pipeline = Pipeline.from_settings(RagSettings.from_env())
+if hasattr(pipeline, "embeddings"):  # rag.embedding_cache: the second pass must embed again
+    pipeline.embeddings = type(pipeline.embeddings)(max_entries=0)
 job = json.load(sys.stdin)
 questions, STAGES = job["questions"], job["stages"]
 out = []

@@ -85,4 +85,6 @@ def test_cache_drops_the_least_recently_used_vector_beyond_its_size():
     cache.put(("query", "c"), np.ones(3))
     assert cache.get(("query", "b")) is None
     assert cache.get(("query", "a")) is not None and len(cache) == 2
-    assert len(EmbeddingCache(max_entries=0)) == 0
+    keeps_none = EmbeddingCache(max_entries=0)
+    keeps_none.put(("query", "a"), np.ones(3))
+    assert keeps_none.get(("query", "a")) is None and len(keeps_none) == 0

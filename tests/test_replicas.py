@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 import time
 from collections import Counter, defaultdict
@@ -23,28 +22,21 @@ from pathlib import Path
 
 import pytest
 
-from standins.replicas import Replica, ReplicaSet, find_nginx
+from standins.replicas import Replica, ReplicaSet
 from standins.telegram import FakeTelegram
 from standins.voice_notes import tools_available
 from standins.whatsapp import FakeGraph, text_message
 from tests.pgcluster import query_rows
+from tests.test_inbox import BURST, wait_until
+from tests.test_replicas_harness import needs_nginx
 
 pytestmark = [
     pytest.mark.slow, pytest.mark.postgres,
     pytest.mark.skipif(not tools_available(), reason="needs ffmpeg"),
-    pytest.mark.skipif(find_nginx() is None and os.environ.get(
-        "VOICE_RAG_REQUIRE_POSTGRES") != "1", reason="needs nginx (apt-get install nginx-light)"),
+    needs_nginx,
 ]
 
-QUESTIONS = [
-    "How much does an Xbox 360 cost?",
-    "calories in a small cucumber",
-    "Who is the Prime Minister of India?",
-    "how healthy is cucumber water",
-    "what is the weather in Goa right now",
-    "what is the capital of Gujarat",
-    "how many calories are in a banana",
-]
+QUESTIONS = BURST[:7]  # the inbox tests' questions: answered from the sample
 N_CHATS = 20
 N_PER_CHAT = 3
 TG_CHATS = [5000 + i for i in range(N_CHATS)]
@@ -102,16 +94,6 @@ def tg_replies(tg: FakeTelegram) -> list[tuple[int, int]]:
 def wa_replies(graph: FakeGraph) -> list[str]:
     """The number each text reply went to, in order."""
     return [s.body["to"] for s in graph.delivered("text")]
-
-
-async def wait_until(predicate: Callable[[], bool], timeout_s: float, step_s: float = 0.05
-                     ) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        await asyncio.sleep(step_s)
-    return True
 
 
 async def kill_between_replies(rs: ReplicaSet, victims: list[Replica], tg: FakeTelegram,
@@ -240,8 +222,9 @@ async def test_postgresql_restart_mid_burst_loses_nothing_acknowledged(
         logs = rs.logs()
     assert_each_answered_once_in_order(tg, graph, pg_url, questions)
     assert_spread(rs)
-    assert "answer_deferred" in logs or "inbox_dispatch_failed" in logs \
-        or "webhook" in logs  # the restart was felt
+    # the restart was felt: an answer deferred, a chat's turn retried or a webhook refused
+    assert any(line in logs for line in ("answer_deferred", "inbox_dispatch_failed",
+                                         "webhook_unstored"))
 
 
 async def test_a_strangers_messages_spread_across_replicas_meet_one_rate_limit(
