@@ -42,9 +42,10 @@ def find_bindir() -> Path | None:
     return None
 
 
-def _free_port() -> int:
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on ``host`` now (the OS picks it; another process may take it later)."""
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind((host, 0))
         return sock.getsockname()[1]
 
 
@@ -83,7 +84,7 @@ class ThrowawayCluster:
                                    "initdb (apt-get install postgresql creates it)") from exc
             os.chown(root, owner.pw_uid, owner.pw_gid)
             run_as = SERVER_USER
-        cluster = cls(bindir, root / "data", _free_port(), run_as)
+        cluster = cls(bindir, root / "data", free_port(), run_as)
         try:
             cluster._run("initdb", "-D", str(cluster.datadir), "-U", "postgres", "-A", "trust",
                          "-E", "UTF8", "--locale=C", "--no-sync")

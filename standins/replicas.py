@@ -36,7 +36,6 @@ import pwd
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -47,6 +46,8 @@ from pathlib import Path
 from typing import Literal, NamedTuple, Self
 
 import jinja2
+
+from standins.postgres import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = ROOT / "deploy" / "nginx.conf.j2"
@@ -91,12 +92,6 @@ def find_nginx() -> str | None:
     non-root user's ``PATH``); None when not installed."""
     found = os.environ.get("NGINX") or shutil.which("nginx")
     return found or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").is_file() else None)
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
 
 
 def render_nginx_conf(*, listen: str, telegram_servers: Sequence[str] = (),

@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from standins.postgres import free_port
 from standins.telegram import FakeTelegram, parse_html
 from standins.voice_notes import tools_available
 from storage.db import Database
@@ -136,12 +137,6 @@ async def test_webhook_mode_sets_a_secret_and_answers_updates(tmp_path, sample_i
                                            headers={"X-Telegram-Bot-Api-Secret-Token": "no"})
             assert forged.status_code == 403
         assert not tg.polls  # never long-polled
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 UNREACHABLE = ("error: cannot reach the Telegram Bot API at {base}: {reason}; check the network, "
