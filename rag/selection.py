@@ -32,10 +32,9 @@ import numpy as np
 from rag.fitted import read_model_file
 from rag.text import (
     STOPWORDS,
+    TokenMatcher,
     content_tokens,
-    coverage,
     split_sentences,
-    token_matches,
     tokenize,
 )
 from rag.types import Hit, Passage
@@ -284,11 +283,12 @@ def _bigrams(tokens: Sequence[str]) -> set[tuple[str, str]]:
     return set(zip(tokens, tokens[1:], strict=False))
 
 
-def _weighted_share(weights: dict[str, float], words: set[str]) -> float:
+def _weighted_share(weights: dict[str, float], matched: set[str]) -> float:
+    """IDF-weighted share of the question's tokens (``weights``) that are in ``matched``."""
     total = sum(weights.values())
     if not total:
         return 0.0
-    return sum(w for t, w in weights.items() if token_matches(t, words)) / total
+    return sum(w for t, w in weights.items() if t in matched) / total
 
 
 def candidate_features(
@@ -302,6 +302,7 @@ def candidate_features(
     """
     query_content = content_tokens(query, lang)
     tokens = set(query_content)
+    matcher = TokenMatcher(tokens)
     weights = {t: idf(lang, t) for t in tokens}
     query_bigrams = _bigrams(query_content)
     query_trigrams = _trigrams(tokens)
@@ -317,17 +318,17 @@ def candidate_features(
         if source.id in seen:
             continue
         seen.add(source.id)
-        passage_share = _weighted_share(weights, set(tokenize(source.text)))
+        passage_share = _weighted_share(weights, matcher.matched(tokenize(source.text)))
         sentences = sentences_of(source.text)
         token_lists = [tokenize(sentence) for sentence in sentences]
-        previous: set[str] = set()
+        matched = [matcher.matched(sentence_tokens) for sentence_tokens in token_lists]
+        previous: set[str] = set()  # the question's tokens matched by the sentence before
         for i, (sentence, sentence_tokens) in enumerate(zip(sentences, token_lists, strict=True)):
-            words = set(sentence_tokens)
-            following = set(token_lists[i + 1]) if i + 1 < len(sentences) else set()
+            following = matched[i + 1] if i + 1 < len(sentences) else set()
             content = [w for w in sentence_tokens if w not in stops]
-            novel = [w for w in content if not token_matches(w, tokens)]
+            novel = [w for w in content if not matcher.of_word(w)]
             has_number = bool(_NUMBER.search(sentence))
-            has_date = bool(_DATE.search(sentence))
+            has_date = asked == "date" and bool(_DATE.search(sentence))  # read only then
             trigrams = _trigrams(set(content))
             dice = 2 * len(trigrams & query_trigrams) / max(len(trigrams) + len(query_trigrams), 1)
             novel_set = set(novel)
@@ -339,8 +340,8 @@ def candidate_features(
                 hit_score=float(hit.score),
                 hit_gap=float(top_score - hit.score),
                 hit_rank=float(rank),
-                idf_coverage=_weighted_share(weights, words),
-                coverage=float(coverage(tokens, sentence)),
+                idf_coverage=_weighted_share(weights, matched[i]),
+                coverage=len(matched[i]) / len(tokens) if tokens else 0.0,
                 passage_idf_coverage=passage_share,
                 novel_share=len(novel_set) / max(len(set(content)), 1),
                 log_chars=math.log(len(sentence) + 1),
@@ -352,7 +353,7 @@ def candidate_features(
                 asks_date_missing=float(asked == "date" and not has_date),
                 has_number=float(has_number),
                 same_language=float(source.lang == lang),
-                window_idf_coverage=_weighted_share(weights, words | previous),
+                window_idf_coverage=_weighted_share(weights, matched[i] | previous),
                 bigram_share=len(query_bigrams & _bigrams(content)) / max(len(query_bigrams), 1),
                 trigram_dice=dice,
                 asks_name_has=float(named),
@@ -363,7 +364,7 @@ def candidate_features(
                 trigram_gap=0.0,
             )
             rows.append((sentence, source, hit, rank, i, len(sentences), features))
-            previous = words
+            previous = matched[i]
     if not rows:
         return []
     # Per-question relative signals: how far each candidate is behind the best one.

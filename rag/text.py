@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterable
 
 # Letters, digits and the Devanagari/Gujarati/Telugu blocks, except the dandas U+0964/U+0965.
 _WORD_CHARS = r"\w\u0900-\u0963\u0966-\u097F\u0A80-\u0AFF\u0C00-\u0C7F"
@@ -136,6 +137,37 @@ def token_matches(query_token: str, words: set[str]) -> bool:
     return any(
         len(w) >= 4 and (w.startswith(query_token) or query_token.startswith(w)) for w in words
     )
+
+
+class TokenMatcher:
+    """:func:`token_matches` for one question's tokens against many sets of words. Which of
+    the question's tokens a word matches is worked out once per distinct word and kept, so a set
+    of n words costs n lookups instead of n x (question tokens) prefix tests: answer selection
+    tests every sentence of five passages several times over (scripts/bench_latency.py,
+    select_answer stage). ``t in matcher.matched(words)`` equals ``token_matches(t, words)`` for
+    every token ``t`` of the question."""
+
+    def __init__(self, query_tokens: Iterable[str]) -> None:
+        self.tokens = frozenset(query_tokens)
+        self._long = [t for t in self.tokens if len(t) >= 4]
+        self._by_word: dict[str, frozenset[str]] = {}
+
+    def of_word(self, word: str) -> frozenset[str]:
+        """The question's tokens that ``word`` matches (empty: none)."""
+        found = self._by_word.get(word)
+        if found is None:
+            hits = {word} if word in self.tokens else set()
+            if len(word) >= 4:
+                hits.update(t for t in self._long if word.startswith(t) or t.startswith(word))
+            found = self._by_word[word] = frozenset(hits)
+        return found
+
+    def matched(self, words: Iterable[str]) -> set[str]:
+        """The question's tokens matched by any of ``words``."""
+        out: set[str] = set()
+        for word in words:
+            out.update(self.of_word(word))
+        return out
 
 
 def coverage(query_tokens: set[str], text: str) -> float:

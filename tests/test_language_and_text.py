@@ -163,3 +163,27 @@ def test_typed_e5_prefix_is_removed_from_a_question(typed):
 
 def test_clean_query_maps_native_digits_and_keeps_joiners_for_display():
     assert clean_query("१००० रुपये में क्\u200dया") == "1000 रुपये में क्\u200dया"
+
+
+def test_token_matcher_agrees_with_token_matches_on_real_passages():
+    """Answer selection asks TokenMatcher what it used to ask token_matches word set by word set;
+    on real questions and passages of all four languages both must give the same answer."""
+    import json
+
+    from rag.settings import SHARED_SAMPLE
+    from rag.text import TokenMatcher, content_tokens, token_matches, tokenize
+
+    rows = [json.loads(line) for line in SHARED_SAMPLE.open(encoding="utf-8")][:400]
+    queries = [json.loads(line) for line in (SHARED_SAMPLE.parent / "queries.jsonl").open()][:200]
+    checked = 0
+    for q, p in zip(queries, rows[::2], strict=False):
+        tokens = set(content_tokens(q["text"], q["lang"])) | {"costs", "cost", "कीमत"}
+        matcher = TokenMatcher(tokens)
+        words = set(tokenize(p["text"])) | {"cos", "costly", "कीमतें"}
+        matched = matcher.matched(words)
+        for t in tokens:
+            assert (t in matched) == token_matches(t, words), (t, p["id"])
+        for w in words:
+            assert bool(matcher.of_word(w)) == token_matches(w, tokens), (w, q["text"])
+        checked += len(tokens)
+    assert checked > 500
