@@ -300,3 +300,32 @@ async def test_an_unreachable_postgresql_server_is_a_database_open_error_without
         await Database.open("postgresql://bot:secret@127.0.0.1:1/bot")
     assert err.value.path == "postgresql://bot:***@127.0.0.1:1/bot"
     assert "secret" not in str(err.value)
+
+
+async def test_replicas_prune_the_rows_of_senders_and_chats_that_never_return(db, tmp_path):
+    """Each question deletes only its own sender's and chat's old rows; the pruning loop that
+    Services starts on PostgreSQL (bot.chat.shared.prune_forever) deletes the rest."""
+    from bot.chat.shared import SharedStores, prune_forever
+
+    async def n_rows() -> tuple[int, int, int]:
+        return tuple([(await db._fetchone(f"SELECT COUNT(*) FROM {table}", ()))[0]
+                      for table in ("rate_events", "rate_limits", "repeats")])
+
+    limits = RateLimitStore(db, max_n=1, window_s=10.0, clock=lambda: 100.0)
+    repeats = RepeatStore(db, window_s=30.0, clock=lambda: 100.0)
+    await limits.acquire("gone", now_s=0.0)
+    await limits.acquire("gone", now_s=1.0)  # refused: its notice is a rate_limits row
+    await repeats.check("telegram:7", "m1", "what is x", now_s=0.0)
+    await limits.acquire("active", now_s=95.0)  # inside the window at 100 s: kept
+    assert await n_rows() == (2, 1, 1)
+    pruner = asyncio.create_task(prune_forever(SharedStores(limits, repeats, VoiceIndex(db),
+                                                            tmp_path, 0), every_s=3600))
+    try:
+        for _ in range(500):
+            if await n_rows() == (1, 0, 0):
+                break
+            await asyncio.sleep(0.01)
+        assert await n_rows() == (1, 0, 0)
+        assert await limits.peek_wait_s("active", now_s=100.0) == 5
+    finally:
+        pruner.cancel()

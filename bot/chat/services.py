@@ -7,6 +7,7 @@ data of ``bot.chat.types``, never a channel's objects, so every front end runs t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import time
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from bot.chat.policy import ChannelPolicy
 from bot.chat.ratelimit import RateLimiter
 from bot.chat.repeats import RepeatFilter
-from bot.chat.shared import SharedStores, open_shared
+from bot.chat.shared import SharedStores, open_shared, prune_forever
 from bot.chat.voice_cache import VoiceCache
 from bot.settings import Settings
 from clients.openrouter import OpenRouterClient
@@ -61,6 +62,7 @@ class Services:
     channels: dict[str, ChannelPolicy] = field(default_factory=dict)
     shared: SharedStores | None = None
     answerer: Answerer = field(init=False)
+    _pruner: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.answerer = Answerer(self.pipeline, self.llm,
@@ -100,6 +102,8 @@ class Services:
         except BaseException:
             await db.close()  # its worker thread would keep the process alive
             raise
+        if services.shared is not None:  # rows of senders who never come back
+            services._pruner = asyncio.create_task(prune_forever(services.shared))
         freeze_loaded_objects()
         log.info("services open encoder=%s index=%s db=%s state=%s took_ms=%.0f",
                  pipeline.encoder.name, settings.rag.index_dir, db.backend.location.display,
@@ -115,6 +119,10 @@ class Services:
     async def close(self) -> None:
         """Close the HTTP clients, the pipeline threads and the database (pending writes are
         already committed)."""
+        if self._pruner is not None:
+            self._pruner.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._pruner
         self.pipeline_pool.shutdown(wait=True)
         self.voice_pool.shutdown(wait=True)
         await self.stt.aclose()

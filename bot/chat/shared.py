@@ -26,7 +26,7 @@ from bot.chat.repeats import Repeat, question_key
 from bot.chat.types import Asker
 from bot.chat.voice_cache import VoiceAudio, VoiceKey
 from bot.settings import Settings
-from storage.backend import POSTGRESQL
+from storage.backend import POSTGRESQL, driver_errors
 from storage.db import Database
 from storage.ratelimit import RateLimitStore
 from storage.repeats import RepeatStore
@@ -57,6 +57,32 @@ def open_shared(db: Database, settings: Settings) -> SharedStores | None:
         repeats=RepeatStore(db, bot.repeat_window_s),
         voices=VoiceIndex(db), voice_dir=bot.voice_cache_dir,
         voice_max_bytes=int(settings.tts.cache_mb * 2**20))
+
+
+PRUNE_EVERY_S = 60.0
+"""Seconds between two deletions of the rate-limit and repeat rows that left their windows
+(:func:`prune_forever`). Each question deletes its own sender's and chat's old rows already; this
+deletes those of senders and chats that never come back, which would otherwise stay forever. A
+minute keeps both tables near the size of the last window's senders and costs two DELETEs per
+replica per minute."""
+
+
+async def prune(shared: SharedStores) -> int:
+    """Delete every rate-limit and repeat row that left its window; returns how many."""
+    return await shared.limits.prune() + await shared.repeats.prune()
+
+
+async def prune_forever(shared: SharedStores, every_s: float = PRUNE_EVERY_S) -> None:
+    """:func:`prune` now and every ``every_s`` seconds until cancelled (every replica runs it;
+    the DELETEs are idempotent). A database error is logged and tried again next time."""
+    while True:
+        try:
+            n_rows = await prune(shared)
+            if n_rows:
+                log.info("shared_state_pruned rows=%d", n_rows)
+        except driver_errors() as exc:
+            log.warning("shared_state_prune_failed detail=%s", str(exc).strip()[:200])
+        await asyncio.sleep(every_s)
 
 
 # the functions take ``services`` (a bot.chat.services.Services) untyped: that module builds it
