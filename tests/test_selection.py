@@ -169,7 +169,11 @@ them when the features were still a positional array (commit ef202ac): every can
 probability, the top three candidates' features, the answer, and the gate's screen and full
 probabilities (answer cosine fixed at 0.9, the question's style left at typed). Written by
 :func:`pinned_outcome`; the gate's two numbers were rewritten when the gate was refitted with the
-question-style signals and the operating-point rule (issue 22), the selector's are unchanged."""
+question-style signals and the operating-point rule (issue 22), and the probabilities, screen and
+gate when both were refitted on onnx-int8's export 5 (issue 20; features and answers unchanged,
+checked by this test before the refit). So the features guard the code; the probabilities guard
+the shipped model files against drift, not a refit's correctness (scripts/fit_answering.py reports
+that)."""
 
 
 def pinned_outcome(case: dict, by_id: dict, idf: Idf, selector: AnswerSelector,
