@@ -9,7 +9,7 @@ import pytest
 from telegram import Chat, File, Message, MessageEntity, User
 
 from bot.chat.commands import Command, parse_command
-from bot.chat.ratelimit import RateLimiter, RateVerdict
+from bot.chat.ratelimit import RateLimiter
 from bot.chat.render import PLAIN, Span, Text
 from bot.chat.types import Asker, script_language, ui_language
 from bot.cli import main
@@ -23,6 +23,7 @@ from bot.telegram.incoming import (
     message_kind,
     question_text,
 )
+from storage.ratelimit import RateDecision
 
 BOT_ID, BOT_NAME = 999, "voicerag_test_bot"
 
@@ -44,7 +45,7 @@ def _message(text: str, chat_type: str = "private", reply_to_bot: bool = False) 
 def test_rate_limiter_allows_n_per_window_then_says_how_long_to_wait():
     limiter = RateLimiter(max_n=2, window_s=30)
     assert limiter.acquire(1, 100.0).is_allowed
-    assert limiter.acquire(1, 101.0) == RateVerdict(0, is_notice=False)
+    assert limiter.acquire(1, 101.0) == RateDecision(0, is_notice=False)
     assert limiter.acquire(1, 110.2).wait_s == 20  # the first event leaves the window at 130.0
     assert limiter.acquire(2, 110.2).is_allowed  # per user
     assert limiter.acquire(1, 130.0).is_allowed
@@ -62,7 +63,7 @@ def test_peeking_at_the_rate_limiter_twice_consumes_nothing():
     assert limiter.acquire(1, 100.0).is_allowed  # the peeks left the one slot free
     assert limiter.peek_wait_s(1, 101.0) == 29 and limiter.peek_wait_s(1, 101.0) == 29
     # peeking at a limited user records no refusal: the first refusal is still the notice
-    assert limiter.acquire(1, 102.0) == RateVerdict(28, is_notice=True)
+    assert limiter.acquire(1, 102.0) == RateDecision(28, is_notice=True)
     assert limiter.peek_wait_s(1, 130.0) == 0
 
 
@@ -70,13 +71,13 @@ def test_rate_limiter_tells_a_user_who_heeded_the_notice_again():
     limiter = RateLimiter(max_n=1, window_s=30)
     assert limiter.acquire(1, 100.0).is_allowed
     assert limiter.peek_wait_s(1, 101.0) and not limiter.peek_wait_s(2, 101.0)
-    assert limiter.acquire(1, 101.0) == RateVerdict(29, is_notice=True)
+    assert limiter.acquire(1, 101.0) == RateDecision(29, is_notice=True)
     assert limiter.acquire(2, 101.0).is_allowed  # per user
     assert not limiter.peek_wait_s(1, 130.0)
     assert limiter.acquire(1, 130.0).is_allowed  # waited as told: allowed again
     # the first refusal of the next burst is told to wait again, however soon it comes
-    assert limiter.acquire(1, 130.5) == RateVerdict(30, is_notice=True)
-    assert limiter.acquire(1, 131.0) == RateVerdict(29, is_notice=False)
+    assert limiter.acquire(1, 130.5) == RateDecision(30, is_notice=True)
+    assert limiter.acquire(1, 131.0) == RateDecision(29, is_notice=False)
 
 
 def test_rate_limiter_tells_a_steady_flood_once():

@@ -28,11 +28,11 @@ from typing import Concatenate, ParamSpec
 
 from bot.chat import shared
 from bot.chat.messages import t
-from bot.chat.ratelimit import RateVerdict
 from bot.chat.render import Text
 from bot.chat.services import Services
 from bot.chat.types import Asker, Reply, ui_language
 from storage.db import ChatSettings
+from storage.ratelimit import RateDecision
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +122,7 @@ def per_update(work: Callable[Concatenate[UpdateContext, P], Awaitable[Reply]]
     return command
 
 
-async def acquire(ctx: UpdateContext) -> RateVerdict:
+async def acquire(ctx: UpdateContext) -> RateDecision:
     """Step 4: count this message against its sender's limit (``Asker.sender_id``; a message
     without a sender, as in the console, is always allowed), in this process or across
     replicas (``bot.chat.shared``). Every refusal is logged
@@ -135,7 +135,7 @@ async def acquire(ctx: UpdateContext) -> RateVerdict:
     return verdict
 
 
-def limited_reply(ctx: UpdateContext, verdict: RateVerdict) -> Reply:
+def limited_reply(ctx: UpdateContext, verdict: RateDecision) -> Reply:
     """The reply to a refused message: "please wait N s" in ``ctx.ui`` for a notice, else no
     message at all (dropped)."""
     if not verdict.is_notice:

@@ -2,33 +2,16 @@
 
 Two calls, named for what they do: :meth:`RateLimiter.peek_wait_s` only reads;
 :meth:`RateLimiter.acquire` decides one message and records it. Call ``acquire`` once per
-message (``bot.chat.context`` does) and let everything else read its :class:`RateVerdict`.
+message (``bot.chat.context`` does) and let everything else read its verdict, a
+:class:`storage.ratelimit.RateDecision` (the same type the replicas' shared limit returns).
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass
 
-
-@dataclass(frozen=True, slots=True)
-class RateVerdict:
-    """The rate limit's decision on one message: ``wait_s`` is 0 when it is allowed (and was
-    counted), else the whole seconds (≥ 1) until the sender may send again; ``is_notice`` is
-    True for a refusal the sender should be told about ("please wait N s"), False for one that
-    is dropped silently (and for every allowed message)."""
-
-    wait_s: int = 0
-    is_notice: bool = False
-
-    @property
-    def is_allowed(self) -> bool:
-        return self.wait_s == 0
-
-
-ALLOWED = RateVerdict()
-"""The verdict on a message that nothing limits (no sender to count it against)."""
+from storage.ratelimit import RATE_ALLOWED, RateDecision
 
 
 class RateLimiter:
@@ -56,7 +39,7 @@ class RateLimiter:
             return 0
         return max(1, math.ceil(recent[0] + self.window_s - now_s))
 
-    def acquire(self, user_id: int, now_s: float) -> RateVerdict:
+    def acquire(self, user_id: int, now_s: float) -> RateDecision:
         """Decide one message of ``user_id`` at ``now_s`` (monotonic seconds), and record it.
 
         Returns:
@@ -68,9 +51,9 @@ class RateLimiter:
         """
         wait_s = self.peek_wait_s(user_id, now_s)
         if wait_s:
-            return RateVerdict(wait_s, self._is_notice(user_id, now_s))
+            return RateDecision(wait_s, self._is_notice(user_id, now_s))
         if self.max_n <= 0:
-            return ALLOWED
+            return RATE_ALLOWED
         events = self._events.setdefault(user_id, deque())
         while events and events[0] <= now_s - self.window_s:
             events.popleft()
@@ -79,7 +62,7 @@ class RateLimiter:
         if told is not None and (told[1] == told[0] or told[1] <= now_s - self.window_s):
             del self._notice[user_id]  # they heeded the notice: a new burst earns a new one
         self._prune(now_s)
-        return ALLOWED
+        return RATE_ALLOWED
 
     def _is_notice(self, user_id: int, now_s: float) -> bool:
         """Record a refusal of ``user_id`` at ``now_s``: True (a notice) when the user was not

@@ -21,14 +21,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.chat.ratelimit import ALLOWED, RateVerdict
 from bot.chat.repeats import Repeat, question_key
 from bot.chat.types import Asker
 from bot.chat.voice_cache import VoiceAudio, VoiceKey
 from bot.settings import Settings
 from storage.backend import POSTGRESQL, driver_errors
 from storage.db import Database
-from storage.ratelimit import RateLimitStore
+from storage.ratelimit import RATE_ALLOWED, RateDecision, RateLimitStore
 from storage.repeats import RepeatStore
 from storage.voice_index import VoiceIndex, voice_key_digest
 
@@ -89,16 +88,15 @@ async def prune_forever(shared: SharedStores, every_s: float = PRUNE_EVERY_S) ->
 # from open_shared, and importing it here would be circular
 
 
-async def acquire(services, asker: Asker) -> RateVerdict:
+async def acquire(services, asker: Asker) -> RateDecision:
     """Count one message of ``asker``'s sender (``Asker.sender_id``) against the rate limit;
     always allowed without a sender (the console)."""
     sender_id = asker.sender_id
     if sender_id is None:
-        return ALLOWED
+        return RATE_ALLOWED
     if services.shared is None:
         return services.limiter.acquire(sender_id, services.clock())
-    decision = await services.shared.limits.acquire(f"{asker.channel}:{sender_id}")
-    return RateVerdict(decision.wait_s, decision.is_notice)
+    return await services.shared.limits.acquire(f"{asker.channel}:{sender_id}")
 
 
 def _message_key(asker: Asker) -> str | None:
