@@ -51,11 +51,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench_answer_stage import checkout  # noqa: E402
+from bench_bot import pct  # noqa: E402
+
 from standins.telegram import FakeTelegram  # noqa: E402
 
 NEAR_THRESHOLD = [
     # English training questions answered by the full gate (p within 0.05 of the English
-    # threshold 0.593, far inside the screen band of 0.2) on the sample index, onnx-int8
+    # threshold, then 0.593, far inside the screen band of 0.2) on the sample index, onnx-int8,
+    # when issue 24 chose them (the gate has been refitted since)
     "In Elements the Game, what is entropy?",
     "What shortcut selects the first cell on a worksheet?",
     "so what's the water content of a cucumber like what percent is water",
@@ -65,11 +69,6 @@ NEAR_THRESHOLD = [
 ]
 WARM_UP = "How much does an Xbox 360 cost?"
 READY_TIMEOUT_S = 180
-
-
-def pct(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
 def mixed_questions(n: int, offset: int) -> list[str]:
@@ -233,11 +232,7 @@ async def run(args: argparse.Namespace) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="voice-rag-burst-"))
     sides = [Side("this checkout", ROOT, tmp / "this")]
     if args.baseline:
-        code = tmp / "baseline-code"
-        code.mkdir()
-        archive = subprocess.run(["git", "archive", args.baseline], cwd=ROOT, check=True,
-                                 capture_output=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(code)], input=archive, check=True)
+        code = checkout(args.baseline, tmp)
         sides.append(Side(f"baseline {args.baseline}", code, tmp / "baseline"))
     for side in sides:
         side.work.mkdir(parents=True)

@@ -37,7 +37,6 @@ import os
 import shutil
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -47,6 +46,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench_answer_stage import checkout  # noqa: E402
 from bench_burst import mixed_questions, pct  # noqa: E402
 
 from standins.postgres import ThrowawayCluster  # noqa: E402
@@ -101,15 +101,6 @@ async def burst(tg: FakeTelegram, config: Config, chats: list[int], texts: list[
                              int(c.params["reply_parameters"]["message_id"]))) in pushed]
     config.latencies_ms.append(latencies)
     config.rates.append(len(latencies) / (max(c.at for c in replies) - start))
-
-
-def checkout(ref: str, folder: Path) -> Path:
-    """``git archive ref`` unpacked into ``folder`` (its bot runs from there)."""
-    folder.mkdir(parents=True)
-    archive = subprocess.run(["git", "archive", ref], cwd=ROOT, check=True,
-                             capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
-    return folder
 
 
 def create_database(server_url: str, number: int) -> str:
@@ -174,7 +165,7 @@ async def run(args: argparse.Namespace) -> None:
         configs = [Config("1 on SQLite", 1, f"sqlite:///{tmp / 'bot.sqlite3'}")]
         sides = [("", ROOT)]
         if args.ref:
-            sides.append((f" ({args.ref})", checkout(args.ref, tmp / "ref-code")))
+            sides.append((f" ({args.ref})", checkout(args.ref, tmp)))
         for label, code in sides:
             for n in counts:
                 configs.append(Config(f"{n} on PostgreSQL{label}", n,
