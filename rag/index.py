@@ -81,7 +81,7 @@ def _rebuild(index_dir: Path) -> str:
     return f"rebuild it with `python -m ragtools --index {index_dir} build-index`"
 
 
-def _read_meta(path: Path) -> IndexMeta:
+def read_meta(path: Path) -> IndexMeta:
     """``meta.json`` parsed; IndexCorruptError naming it when it is not the JSON we write."""
     try:
         return IndexMeta.from_json(json.loads(path.read_text(encoding="utf-8")))
@@ -166,7 +166,7 @@ class PassageIndex:
                 f"no index at {index_dir}: build it with "
                 f"`python -m ragtools --index {index_dir} build-index`"
             )
-        meta = _read_meta(meta_path)
+        meta = read_meta(meta_path)
         if meta.version != INDEX_VERSION:
             raise IndexNotFoundError(
                 f"index at {index_dir} has format version {meta.version}, this code reads "

