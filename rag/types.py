@@ -17,9 +17,12 @@ LANGUAGES: tuple[str, ...] = ("en", "hi", "gu", "te")
 
 
 class Status(StrEnum):
-    """Every outcome of one question. Anything but ``ANSWERED`` shows no answer text."""
+    """Every outcome of one question. ``ANSWERED`` (the gate is sure) shows the answer as it is,
+    ``HEDGED`` (the gate is above its hedge floor but not sure, issue 31) shows it as "not sure,
+    the closest passage says"; anything else shows no answer text."""
 
     ANSWERED = "answered"
+    HEDGED = "hedged"
     REFUSED_BAD_INPUT = "refused-bad-input"
     REFUSED_NO_MATCH = "refused-no-match"
     REFUSED_UNANSWERABLE = "refused-unanswerable"
@@ -37,7 +40,9 @@ class ReasonCode(StrEnum):
     Input guard (``Status.REFUSED_BAD_INPUT``): ``empty``, ``too_short``, ``too_long``,
     ``garbled``, ``unsupported_language``, ``injection``. Relevance guard
     (``REFUSED_NO_MATCH``): ``no_passages`` (the search returned nothing), ``below_floor``.
-    Answerability gate (``REFUSED_UNANSWERABLE``): ``not_answerable``. Answer stage
+    Answerability gate (``REFUSED_UNANSWERABLE``): ``not_answerable``; the lexical guard after
+    it (also ``REFUSED_UNANSWERABLE``): ``no_shared_words`` (the chosen passage has no content
+    word of the question). Answer stage
     (``REFUSED_UNGROUNDED``): ``no_candidate`` (no sentence to show), ``ungrounded`` (the answer
     failed the grounding guard). Speech (a voice note that never reached the pipeline; the bot
     sets these): ``speech_*``. ``pipeline_error`` (``Status.ERROR``): an unexpected failure.
@@ -52,6 +57,8 @@ class ReasonCode(StrEnum):
     NO_PASSAGES = "no_passages"
     BELOW_FLOOR = "below_floor"
     NOT_ANSWERABLE = "not_answerable"
+    HEDGED = "hedged"
+    NO_SHARED_WORDS = "no_shared_words"
     NO_CANDIDATE = "no_candidate"
     UNGROUNDED = "ungrounded"
     SPEECH_REFUSED = "speech_refused"
@@ -65,9 +72,11 @@ class Reason:
 
     Which fields a code fills: ``too_long`` n_chars and max_chars (characters, after the input
     guard's cleaning); ``too_short`` n_letters; ``below_floor`` score (top hit's cosine), floor
-    and lang; ``no_passages`` floor and lang; ``not_answerable`` score, floor, lang, probability
-    and threshold (the gate's); ``speech_refused`` key (the bot's message key for that kind of
-    voice note) and, for the keys that state a limit, max_s (seconds) or max_mb (megabytes).
+    and lang; ``no_passages`` floor and lang; ``not_answerable`` and ``hedged`` score, floor,
+    lang, probability and threshold (the gate's; ``hedged``'s threshold is the confident one);
+    ``no_shared_words`` score, floor and lang; ``speech_refused`` key (the bot's message key for
+    that kind of voice note) and, for the keys that state a limit, max_s (seconds) or max_mb
+    (megabytes).
     ``detail`` is the operator's English line for logs and ``/why`` (e.g.
     ``"top 0.779 < floor 0.840 (en)"``): shown as is, never parsed.
     """
@@ -247,7 +256,9 @@ class Result:
     ``top_score`` and ``floor`` are cosine similarities (None when retrieval did not run).
     ``reason`` is set for every refusal and error: front ends word them for users from it (and
     ``status``), never from ``message``, the short English line for operators (logs, the CLI).
-    ``fallback`` is set when generative mode answered extractively instead.
+    ``fallback`` is set when generative mode answered extractively instead. A hedged answer
+    (``Status.HEDGED``) carries its answer and citations as a confident one does, and ``reason``
+    with the gate's probability and thresholds (``ReasonCode.HEDGED``).
     """
 
     status: Status
@@ -267,7 +278,17 @@ class Result:
 
     @property
     def is_answered(self) -> bool:
+        """A confident answer (``Status.ANSWERED``); see :attr:`shows_answer`."""
         return self.status is Status.ANSWERED
+
+    @property
+    def is_hedged(self) -> bool:
+        return self.status is Status.HEDGED
+
+    @property
+    def shows_answer(self) -> bool:
+        """Answer text is shown: confident or hedged."""
+        return self.status in (Status.ANSWERED, Status.HEDGED)
 
     def to_dict(self) -> dict:
         out = asdict(self)

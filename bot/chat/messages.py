@@ -55,6 +55,18 @@ MESSAGES: dict[str, dict[str, str]] = {
         "te": "నా మూలాల్లో సంబంధిత భాగం ఉంది (స్కోర్ {score}, కనీస పరిమితి {floor} కంటే "
               "ఎక్కువ), కానీ అది నిజంగా ఈ ప్రశ్నకు సమాధానం ఇవ్వదు.",
     },
+    "refused_no_shared_words": {
+        "en": "My sources have a passage close to this question (score {score}, above the floor "
+              "{floor}), but it shares no word with the question, so I will not answer from it.",
+        "hi": "मेरे स्रोतों में इस सवाल से मिलता-जुलता एक अंश है (स्कोर {score}, न्यूनतम सीमा "
+              "{floor} से ऊपर), पर उसमें सवाल का कोई शब्द नहीं है, इसलिए मैं उससे जवाब नहीं "
+              "दूँगा।",
+        "gu": "મારા સ્રોતોમાં આ પ્રશ્નને મળતો એક ફકરો છે (સ્કોર {score}, લઘુત્તમ મર્યાદા {floor} "
+              "થી ઉપર), પણ તેમાં પ્રશ્નનો કોઈ શબ્દ નથી, તેથી હું તેના પરથી જવાબ નહીં આપું.",
+        "te": "నా మూలాల్లో ఈ ప్రశ్నకు దగ్గరగా ఉన్న ఒక భాగం ఉంది (స్కోర్ {score}, కనీస పరిమితి "
+              "{floor} కంటే ఎక్కువ), కానీ అందులో ప్రశ్నలోని ఏ పదమూ లేదు, కాబట్టి దాని నుండి "
+              "సమాధానం ఇవ్వను.",
+    },
     "refused_unanswerable": {
         "en": "My sources do not answer this question.",
         "hi": "मेरे स्रोतों में इस सवाल का जवाब नहीं है।",
@@ -272,6 +284,21 @@ MESSAGES: dict[str, dict[str, str]] = {
         "hi": "कम भरोसा: सबसे अच्छा मिलान {score} न्यूनतम सीमा {floor} के करीब है।",
         "gu": "ઓછો વિશ્વાસ: શ્રેષ્ઠ મેળ {score} લઘુત્તમ મર્યાદા {floor} ની નજીક છે.",
         "te": "తక్కువ నమ్మకం: ఉత్తమ సరిపోలిక {score} కనీస పరిమితి {floor} కి దగ్గరగా ఉంది.",
+    },
+    # a hedged answer (rag.types.Status.HEDGED, issue 31): the gate was above its hedge floor
+    # but not sure; {answer} is the answer text, the [1] points at the first source listed
+    "hedged": {
+        "en": "I'm not sure this answers it; the closest passage says: {answer} [1]",
+        "hi": "मुझे पक्का नहीं कि इससे जवाब मिलता है; सबसे करीबी अंश कहता है: {answer} [1]",
+        "gu": "મને ખાતરી નથી કે આ જવાબ આપે છે; સૌથી નજીકનો ફકરો કહે છે: {answer} [1]",
+        "te": "ఇది సమాధానమో కాదో నాకు ఖచ్చితంగా తెలియదు; దగ్గరి భాగం ఇలా చెబుతోంది: "
+              "{answer} [1]",
+    },
+    "hedged_spoken": {
+        "en": "I'm not sure this answers it; the closest passage says: {answer}",
+        "hi": "मुझे पक्का नहीं कि इससे जवाब मिलता है; सबसे करीबी अंश कहता है: {answer}",
+        "gu": "મને ખાતરી નથી કે આ જવાબ આપે છે; સૌથી નજીકનો ફકરો કહે છે: {answer}",
+        "te": "ఇది సమాధానమో కాదో నాకు ఖచ్చితంగా తెలియదు; దగ్గరి భాగం ఇలా చెబుతోంది: {answer}",
     },
     "generative_fallback": {
         "en": "A generated answer was not available ({reason}); answered from the passage.",

@@ -111,7 +111,7 @@ def render_result(result: Result, lang: str, transcript: str | None = None) -> T
     if transcript is not None:
         heard = excerpt(transcript, TRANSCRIPT_CHARS)
         parts.append(_t(Span(t("you_said", lang), "italic"), " " + heard))
-    if result.status is Status.ANSWERED:
+    if result.shows_answer:  # confident, or hedged (worded "not sure" by _answer_parts)
         parts.extend(_answer_parts(result, lang))
     else:
         parts.append(Text.plain(refusal_text(result, lang)))
@@ -147,7 +147,10 @@ def render_trace(stages: Trace | Iterable[Stage], lang: str, query: str | None =
 
 
 def _answer_parts(result: Result, lang: str) -> list[Text]:
-    parts = [Text.plain(result.answer.strip())]
+    answer = result.answer.strip()
+    if result.is_hedged:  # "I'm not sure this answers it; the closest passage says: … [1]"
+        answer = t("hedged", lang, answer=answer)
+    parts = [Text.plain(answer)]
     notes = []
     if result.is_low_confidence:
         notes.append(t("low_confidence", lang, score=_fmt(result.top_score),
@@ -203,6 +206,8 @@ def refusal_text(result: Result, lang: str) -> str:
         case ReasonCode.NOT_ANSWERABLE:
             # the gate refuses after the relevance guard passed: the score is above the floor
             return t("refused_unanswerable_scored", lang, score=score, floor=floor)
+        case ReasonCode.NO_SHARED_WORDS:
+            return t("refused_no_shared_words", lang, score=score, floor=floor)
         case ReasonCode.NO_CANDIDATE | ReasonCode.UNGROUNDED:
             return _with_scores(t("refused_ungrounded", lang), reason.score, reason.floor, lang)
         case ReasonCode.SPEECH_REFUSED if reason.key:
