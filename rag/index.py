@@ -31,7 +31,9 @@ from rag.errors import CorpusError, EncoderMismatchError, IndexCorruptError, Ind
 from rag.sparse import SparseIndex
 from rag.types import LANGUAGES, Passage
 
-INDEX_VERSION = 2
+INDEX_VERSION = 3
+"""Format of an index folder; 3 (issue 34): ``meta.json`` records ``text_scheme`` and passages
+are embedded folded (:data:`rag.encoders.TEXT_SCHEME`)."""
 ALL = "all"
 """Key of the graph over every passage."""
 GRAPHS = (*LANGUAGES, ALL)
@@ -69,6 +71,9 @@ class IndexMeta:
     sparse: dict | None = None
     """The BM25 index beside the graphs (:func:`rag.sparse.build_sparse`); None in indexes built
     before hybrid retrieval."""
+    text_scheme: dict | None = None
+    """The query/passage prefixes and text folding the passages were embedded under
+    (:data:`rag.encoders.TEXT_SCHEME`); None in indexes built before it was recorded."""
 
     @classmethod
     def from_json(cls, data: dict) -> IndexMeta:
@@ -79,6 +84,12 @@ class IndexMeta:
 
 def _rebuild(index_dir: Path) -> str:
     return f"rebuild it with `python -m ragtools --index {index_dir} build-index`"
+
+
+def _scheme(scheme: dict) -> str:
+    """A text scheme in one line: prefixes quoted, then the folding."""
+    return (f"query prefix {scheme.get('query_prefix')!r}, passage prefix "
+            f"{scheme.get('passage_prefix')!r}, folded {scheme.get('folded') or 'nothing'!r}")
 
 
 def read_meta(path: Path) -> IndexMeta:
@@ -141,7 +152,7 @@ class PassageIndex:
     @classmethod
     def load(
         cls, index_dir: Path, encoder_name: str | None = None, view: bool = True,
-        encoder_dim: int | None = None,
+        encoder_dim: int | None = None, text_scheme: dict | None = None,
     ) -> PassageIndex:
         """Open ``index_dir``; ``view=True`` memory-maps the graphs (~ms, no copy).
 
@@ -150,14 +161,17 @@ class PassageIndex:
         be a non-empty, complete usearch file whose dimension, metric and size match
         ``meta.json``; ``passages.jsonl`` must hold as many passages as the graph over all.
         ``encoder_name`` and ``encoder_dim`` (the query encoder's vector length, e.g. 384),
-        when given, must match ``meta.json``'s ``encoder`` and ``dim``.
+        when given, must match ``meta.json``'s ``encoder`` and ``dim``; ``text_scheme`` (the
+        query encoder's prefixes and folding, :data:`rag.encoders.TEXT_SCHEME`), when given, its
+        ``text_scheme``.
 
         Raises:
             IndexNotFoundError: the folder or one of its files is missing.
             IndexCorruptError: a file is empty, truncated, unreadable or disagrees with
                 ``meta.json`` (the message names it and the rebuild command).
             EncoderMismatchError: ``encoder_name`` differs from the encoder that built the index,
-                or ``encoder_dim`` from the dimension of its vectors.
+                ``encoder_dim`` from the dimension of its vectors, or ``text_scheme`` from the
+                scheme its passages were embedded under.
         """
         index_dir = Path(index_dir)
         meta_path = index_dir / "meta.json"
@@ -184,6 +198,13 @@ class PassageIndex:
                 f"{meta.encoder!r}), the configured encoder gives {encoder_dim}: "
                 f"{_rebuild(index_dir)}"
             )
+        if text_scheme is not None and text_scheme != meta.text_scheme:
+            built = ("records no text scheme" if meta.text_scheme is None
+                     else f"embedded its passages under {_scheme(meta.text_scheme)}")
+            raise EncoderMismatchError(
+                f"index at {index_dir} {built} (meta.json), the encoder reads queries under "
+                f"{_scheme(text_scheme)}: query and passage vectors would not compare; "
+                f"{_rebuild(index_dir)}")
         graphs = {}
         for lang in GRAPHS:
             path = index_dir / f"index-{lang}.usearch"

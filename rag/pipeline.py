@@ -173,14 +173,14 @@ class Pipeline:
         """Load the configured encoder and index.
 
         Raises:
-            EncoderUnavailableError, IndexNotFoundError, EncoderMismatchError (another encoder
-            or vector dimension than the index's), ModelFileError.
+            EncoderUnavailableError, IndexNotFoundError, EncoderMismatchError (another encoder,
+            vector dimension or text scheme than the index's), ModelFileError.
         """
         encoder = load_encoder(settings.encoder)
         for fitted in (SELECTOR_PATH, GATE_PATH) if settings.use_gate else (SELECTOR_PATH,):
             check_fitted_encoder(fitted, encoder.variant)
         index = PassageIndex.load(settings.index_dir, encoder_name=encoder.name,
-                                  encoder_dim=encoder.dim)
+                                  encoder_dim=encoder.dim, text_scheme=encoder.text_scheme)
         gate = AnswerabilityGate.load() if settings.use_gate else None
         fusion = load_fusion() if settings.retrieval == "hybrid" else None
         # the reader's files are checked (sha256) here: a missing or altered file stops start-up

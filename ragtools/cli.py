@@ -23,9 +23,9 @@ import sys
 from pathlib import Path
 
 from rag.corpus import corpus_hash, read_passages
-from rag.encoders import load_encoder
+from rag.encoders import Encoder, load_encoder
 from rag.errors import IndexCorruptError, RagError
-from rag.index import SearchParams, read_meta
+from rag.index import INDEX_VERSION, SearchParams, read_meta
 from rag.model_files import default_model_dir, default_onnx_dir
 from rag.settings import RagSettings
 from ragtools.build import ensure_encoder_files, resolve_corpus
@@ -39,7 +39,7 @@ def _cmd_build_index(args: argparse.Namespace, settings: RagSettings) -> int:
     passages = read_passages(corpus)
     ensure_encoder_files(settings.encoder)
     encoder = load_encoder(settings.encoder)
-    if args.if_stale and _is_current(settings.index_dir, passages, encoder.name):
+    if args.if_stale and _is_current(settings.index_dir, passages, encoder):
         print(f"index at {settings.index_dir} is current ({len(passages)} passages, "
               f"{encoder.name}): not rebuilt")
         return 0
@@ -54,13 +54,16 @@ def _cmd_build_index(args: argparse.Namespace, settings: RagSettings) -> int:
     return 0
 
 
-def _is_current(index_dir: Path, passages: list, encoder_name: str) -> bool:
-    """``index_dir`` holds an index of exactly ``passages`` built by ``encoder_name``."""
+def _is_current(index_dir: Path, passages: list, encoder: Encoder) -> bool:
+    """``index_dir`` holds an index of this code's format (``INDEX_VERSION``) of exactly
+    ``passages``, built by ``encoder`` under its text scheme (prefixes and folding)."""
     try:
         meta = read_meta(index_dir / "meta.json")
     except IndexCorruptError:  # missing or unreadable: build it
         return False
-    return meta.encoder == encoder_name and meta.corpus_hash == corpus_hash(passages)
+    return (meta.version == INDEX_VERSION and meta.encoder == encoder.name
+            and meta.text_scheme == encoder.text_scheme
+            and meta.corpus_hash == corpus_hash(passages))
 
 
 def _minutes(seconds: float) -> str:

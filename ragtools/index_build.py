@@ -265,6 +265,7 @@ def build_index(
         build_s=round(time.perf_counter() - start, 2),
         encoder_variant=getattr(encoder, "variant", encoder.name),
         sparse=sparse,
+        text_scheme=getattr(encoder, "text_scheme", None),
     )
     (index_dir / "meta.json").write_text(
         json.dumps(asdict(meta), indent=2) + "\n", encoding="utf-8"

@@ -155,7 +155,8 @@ def _build_once(sample_passages, encoder, index_dir: Path, key: str, pytestconfi
 
 @pytest.fixture(scope="session")
 def sample_index(sample_index_dir, encoder) -> PassageIndex:
-    return PassageIndex.load(sample_index_dir, encoder_name=encoder.name)
+    return PassageIndex.load(sample_index_dir, encoder_name=encoder.name,
+                             text_scheme=encoder.text_scheme)
 
 
 @pytest.fixture(scope="session")

@@ -51,6 +51,8 @@ class HashingEncoder:
 
     name = "fake-hashing-v1"
     variant = "fake"
+    text_scheme = {"query_prefix": "", "passage_prefix": "", "folded": "tokens"}
+    """No prefixes; texts are read as :func:`rag.text.tokenize` reads them."""
 
     def __init__(self, dim: int = 384) -> None:
         self.dim = dim

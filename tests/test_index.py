@@ -173,3 +173,29 @@ def test_index_of_another_dimension_than_the_encoder_stops_loading_naming_both(
     assert "dimension 768 (meta.json" in message and "encoder gives 384" in message
     assert f"rebuild it with `python -m ragtools --index {index_dir} build-index`" in message
     assert "\n" not in message
+
+
+def test_meta_records_the_text_scheme_and_another_scheme_is_refused_with_the_rebuild_command(
+        small, tmp_path, fake_encoder):
+    """Issue 34: an index embedded under other query/passage prefixes (or none recorded, as
+    before meta.json kept them) must not load for an encoder that reads queries another way."""
+    import shutil
+
+    _, index_dir, meta = small
+    assert meta.text_scheme == fake_encoder.text_scheme
+    recorded = json.loads((index_dir / "meta.json").read_text())["text_scheme"]
+    assert recorded == fake_encoder.text_scheme
+    assert PassageIndex.load(index_dir, text_scheme=fake_encoder.text_scheme)
+    e5 = {"query_prefix": "query: ", "passage_prefix": "passage: ", "folded": "nfc zwj zwnj bidi"}
+    with pytest.raises(EncoderMismatchError) as caught:
+        PassageIndex.load(index_dir, text_scheme=e5)
+    message = str(caught.value)
+    assert "query prefix 'query: '" in message and "query prefix ''" in message
+    assert f"rebuild it with `python -m ragtools --index {index_dir} build-index`" in message
+    copy = tmp_path / "unrecorded"
+    shutil.copytree(index_dir, copy)
+    unrecorded = json.loads((copy / "meta.json").read_text())
+    del unrecorded["text_scheme"]
+    (copy / "meta.json").write_text(json.dumps(unrecorded))
+    with pytest.raises(EncoderMismatchError, match="records no text scheme.*rebuild"):
+        PassageIndex.load(copy, text_scheme=fake_encoder.text_scheme)

@@ -165,16 +165,28 @@ def test_killed_build_index_command_resumes_from_its_last_chunk(sample_passages,
 
 def test_if_stale_keeps_an_index_only_of_the_same_corpus_and_encoder(fake_index_dir, fake_encoder,
                                                                      tmp_path):
-    """``build-index --if-stale`` (quickstart) rebuilds when the corpus or the encoder (its name
-    carries the ONNX export format) differs, or when there is no readable index."""
+    """``build-index --if-stale`` (quickstart) rebuilds when the corpus, the encoder (its name
+    carries the ONNX export format), its text scheme or the index format differs, or when there
+    is no readable index."""
+    from types import SimpleNamespace
+
     from rag.settings import SHARED_SAMPLE
     from ragtools.cli import _is_current
     from tests.fakes import fixture_passages
 
     passages = fixture_passages(SHARED_SAMPLE)
-    assert _is_current(fake_index_dir, passages, fake_encoder.name)
-    assert not _is_current(fake_index_dir, passages[:-1], fake_encoder.name)
-    assert not _is_current(fake_index_dir, passages, "onnx-int8-x4:" + fake_encoder.name)
-    assert not _is_current(tmp_path, passages, fake_encoder.name)
+    assert _is_current(fake_index_dir, passages, fake_encoder)
+    assert not _is_current(fake_index_dir, passages[:-1], fake_encoder)
+    other = SimpleNamespace(name="onnx-int8-x4:" + fake_encoder.name,
+                            text_scheme=fake_encoder.text_scheme)
+    assert not _is_current(fake_index_dir, passages, other)
+    prefixed = SimpleNamespace(name=fake_encoder.name,
+                               text_scheme={**fake_encoder.text_scheme, "query_prefix": "query: "})
+    assert not _is_current(fake_index_dir, passages, prefixed)
+    meta = json.loads((fake_index_dir / "meta.json").read_text())
+    (tmp_path / "meta.json").write_text(json.dumps({**meta, "version": meta["version"] - 1}))
+    assert not _is_current(tmp_path, passages, fake_encoder)
+    (tmp_path / "meta.json").unlink()
+    assert not _is_current(tmp_path, passages, fake_encoder)
     (tmp_path / "meta.json").write_text("{not json")
-    assert not _is_current(tmp_path, passages, fake_encoder.name)
+    assert not _is_current(tmp_path, passages, fake_encoder)
