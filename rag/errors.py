@@ -42,3 +42,8 @@ class ModelFileError(RagError):
     """A fitted model file (``rag/gate_model.json``, ``rag/selector_model.json``) is missing,
     unreadable, or fitted for other features than the code computes; ``str(err)`` names the
     file and the refit command."""
+
+
+class ReaderUnavailableError(EncoderUnavailableError):
+    """The English reader's files (rag/reader.py) are missing, half-written or altered, or its
+    runtime is missing; ``str(err)`` names the folder and the command that builds it."""

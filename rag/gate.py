@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from rag.errors import ModelFileError
 from rag.fitted import REFIT, read_model_file
+from rag.reader import READER_SIGNALS, ReaderScores
 from rag.romanized import is_romanized_hindi, to_devanagari
 from rag.selection import Selection
 from rag.text import strip_fillers, tokenize
@@ -67,6 +68,12 @@ targets 0.50-0.80: hi 1.2 points, te 6.4, gu 3.1, en 1.4; docs/benchmarks.md).""
 
 SCREEN_FEATURES = FEATURES[:-1]
 """The signals that need no model call: the screen's inputs."""
+
+READER_FEATURES = FEATURES + READER_SIGNALS
+"""The English reader's model's inputs (``reader_models`` in the model file): the gate's
+signals and the reader's (rag/reader.py), fitted on English questions only (issue 31: the
+reader's top score separates right answers from near-misses with ROC AUC 0.96 on English
+questions, about 0.5 on hi/gu/te)."""
 
 
 _LATIN_TOKEN = re.compile(r"[a-z]+")
@@ -167,20 +174,48 @@ def gate_features(hits: list[Hit], selection: Selection | None, floor: float,
 
 @dataclass(frozen=True, slots=True)
 class GateVerdict:
+    """The gate's decision on one question: ``is_answerable`` (confident: the answer as it is),
+    ``is_hedged`` (below the confident threshold but at or above ``hedge_threshold``: the answer
+    shown as "not sure"), else refused. ``reading`` is the English reader's (None: not read)."""
+
     is_answerable: bool
     probability: float
     threshold: float
     features: GateFeatures
     screened: bool = False
     """Decided by the screen alone (the answer was not embedded)."""
+    is_hedged: bool = False
+    hedge_threshold: float | None = None
+    reading: ReaderScores | None = None
+
+    @property
+    def decision(self) -> str:
+        """``passed`` (confident), ``hedged`` or ``refused``: the trace stage's decision."""
+        return "passed" if self.is_answerable else "hedged" if self.is_hedged else "refused"
 
     @property
     def detail(self) -> str:
         op = ">=" if self.is_answerable else "<"
         verdict = f"p {self.probability:.3f} {op} threshold {self.threshold:.3f}"
+        if self.hedge_threshold is not None:
+            op = ">=" if self.probability >= self.hedge_threshold else "<"
+            verdict += f", {op} hedge threshold {self.hedge_threshold:.3f}"
         if self.screened:
             verdict += " (screen alone)"
+        if self.reading is not None:
+            verdict += f" (English reader's model; {self.reading.describe()})"
         return f"{verdict}; {self.features.describe()}"
+
+
+def verdict_of(model: dict, probability: float, features: GateFeatures, screened: bool = False,
+               reading: ReaderScores | None = None) -> GateVerdict:
+    """The three-way verdict of ``probability`` against ``model``'s ``threshold`` (confident) and
+    ``hedge_threshold`` (optional: without it nothing is hedged)."""
+    hedge = model.get("hedge_threshold")
+    confident = probability >= model["threshold"]
+    hedged = not confident and hedge is not None and probability >= hedge
+    return GateVerdict(confident, probability, model["threshold"], features, screened, hedged,
+                       hedge, reading)
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,11 +223,15 @@ class AnswerabilityGate:
     """Logistic model: p = sigmoid(w · (x − mean) / scale + b), per language where fitted
     (``models[lang]``), else the pooled model (``models["all"]``); ``screen`` the same shape over
     :data:`SCREEN_FEATURES`, trusted alone when its probability is at least ``screen_band``
-    from its threshold."""
+    from its thresholds; ``reader_models`` (language -> model over :data:`READER_FEATURES`)
+    gates the languages the English reader reads when the pipeline has the reader. Each model's
+    ``threshold`` is the confident one; ``hedge_threshold`` (optional, at most ``threshold``)
+    the floor of a hedged answer."""
 
     models: dict[str, dict]
     screen: dict[str, dict]
     screen_band: float
+    reader_models: dict[str, dict] = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: Path = MODEL_PATH) -> AnswerabilityGate:
@@ -209,6 +248,16 @@ class AnswerabilityGate:
         data = read_model_file(path, FEATURES, ("models", "screen", "screen_band"))
         problem = (_model_problem(data["models"], "models", len(FEATURES))
                    or _model_problem(data["screen"], "screen", len(SCREEN_FEATURES)))
+        reader_models = data.get("reader_models", {})
+        if problem is None and not isinstance(reader_models, dict):
+            problem = "reader_models is not an object"
+        elif problem is None and reader_models and \
+                data.get("reader_features") != list(READER_FEATURES):
+            problem = (f"reader_models were fitted for {data.get('reader_features')}, the code "
+                       f"computes {list(READER_FEATURES)}")
+        elif problem is None and reader_models:
+            problem = _model_problem({"all": {}, **reader_models}, "reader_models",
+                                     len(READER_FEATURES), skip=("all",))
         if problem is None and set(data["models"]) != set(data["screen"]):
             # a language with its own gate but the pooled screen would screen by another policy
             problem = (f"models ({', '.join(sorted(data['models']))}) and screen "
@@ -219,7 +268,7 @@ class AnswerabilityGate:
             problem = "screen_band is not a number from 0 to 1"
         if problem is not None:
             raise ModelFileError(f"model file {path}: {problem}: rerun {REFIT}")
-        return cls(data["models"], data["screen"], float(band))
+        return cls(data["models"], data["screen"], float(band), reader_models)
 
     def decide(self, features: GateFeatures, lang: str) -> GateVerdict:
         """The full gate's verdict.
@@ -234,7 +283,28 @@ class AnswerabilityGate:
         probability = _probability(m, features.vector())
         if not math.isfinite(probability):
             raise ValueError(f"gate signals are not all finite: {features.describe()}")
-        return GateVerdict(probability >= m["threshold"], probability, m["threshold"], features)
+        return verdict_of(m, probability, features)
+
+    def reads(self, lang: str) -> bool:
+        """Whether ``lang``'s questions are gated with the English reader's signals."""
+        return lang in self.reader_models
+
+    def decide_read(self, features: GateFeatures, reading: ReaderScores,
+                    lang: str) -> GateVerdict:
+        """The verdict of ``lang``'s reader model (:meth:`reads` must hold) over the gate's
+        signals and the reader's.
+
+        Raises:
+            ValueError: as :meth:`decide`.
+        """
+        if features.answer_cosine is None:
+            raise ValueError("the full gate needs answer_cosine: embed the answer first")
+        m = self.reader_models[lang]
+        probability = _probability(m, np.concatenate([features.vector(), reading.vector()]))
+        if not math.isfinite(probability):
+            raise ValueError(f"gate signals are not all finite: {features.describe()}; "
+                             f"{reading.describe()}")
+        return verdict_of(m, probability, features, reading=reading)
 
     def screen_decide(self, features: GateFeatures, lang: str) -> GateVerdict | None:
         """The screen's verdict from :data:`SCREEN_FEATURES` when its probability is at least
@@ -242,10 +312,11 @@ class AnswerabilityGate:
         is not finite (then embed the answer and call :meth:`decide`)."""
         m = self.screen.get(lang) or self.screen["all"]
         probability = _probability(m, features.vector(SCREEN_FEATURES))
-        if not math.isfinite(probability) or abs(probability - m["threshold"]) < self.screen_band:
+        edges = [m["threshold"]] + ([m["hedge_threshold"]] if "hedge_threshold" in m else [])
+        if not math.isfinite(probability) or any(abs(probability - t) < self.screen_band
+                                                 for t in edges):
             return None
-        return GateVerdict(probability >= m["threshold"], probability, m["threshold"], features,
-                           screened=True)
+        return verdict_of(m, probability, features, screened=True)
 
 
 def _probability(model: dict, x: np.ndarray) -> float:
@@ -254,13 +325,16 @@ def _probability(model: dict, x: np.ndarray) -> float:
     return 1.0 / (1.0 + math.exp(-logit))
 
 
-def _model_problem(models: object, name: str, n_features: int) -> str | None:
+def _model_problem(models: object, name: str, n_features: int,
+                   skip: tuple[str, ...] = ()) -> str | None:
     """What is wrong with a gate file's ``models`` or ``screen`` (``name``; see
     :meth:`AnswerabilityGate.load`), e.g. ``models['hi']['coef'] is not a list of 8 numbers``;
     None when nothing is."""
     if not isinstance(models, dict) or "all" not in models:
         return f"{name} lacks the pooled model 'all'"
     for lang, model in models.items():
+        if lang in skip:
+            continue
         if not isinstance(model, dict):
             return f"{name}[{lang!r}] is not an object"
         for key in ("mean", "scale", "coef"):
@@ -271,4 +345,7 @@ def _model_problem(models: object, name: str, n_features: int) -> str | None:
         for key in ("intercept", "threshold"):
             if not isinstance(model.get(key), int | float):
                 return f"{name}[{lang!r}][{key!r}] is not a number"
+        hedge = model.get("hedge_threshold", model["threshold"])
+        if not isinstance(hedge, int | float) or hedge > model["threshold"]:
+            return f"{name}[{lang!r}]['hedge_threshold'] is not a number at most its threshold"
     return None

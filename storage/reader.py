@@ -76,7 +76,8 @@ class DecisionFilter:
 @dataclass(frozen=True, slots=True)
 class DecisionRow:
     """One decision as the questions list shows it. ``reason_code`` is the refusal's or error's
-    ``ReasonCode`` value, ``none`` when answered, ``unknown`` for rows stored before reasons
+    ``ReasonCode`` value (``hedged`` for a hedged answer), ``none`` when answered, ``unknown``
+    for rows stored before reasons
     were (migration m004). Times in milliseconds; ``created_at`` timezone-aware UTC."""
 
     id: int
@@ -99,7 +100,13 @@ class DecisionRow:
 
     @property
     def is_answered(self) -> bool:
+        """A confident answer."""
         return self.status == "answered"
+
+    @property
+    def shows_answer(self) -> bool:
+        """Answer text was shown: confident (``answered``) or ``hedged`` (issue 31)."""
+        return self.status in ("answered", "hedged")
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from rag.types import Result, Stage, Status
+from rag.types import Result, Stage
 
 MAX_ANSWER_CHARS = 1000
 """Longest answer text, in characters. Extractive answers are at most 300 (``rag.selection``);
@@ -60,7 +60,7 @@ def bound_text(text: str, max_chars: int) -> tuple[str, int]:
 def bound_answer(result: Result, max_chars: int = MAX_ANSWER_CHARS) -> Result:
     """``result`` with its answer bounded to ``max_chars`` (see the module docstring) and an
     ``answer_bound`` stage in its trace when anything was cut; unchanged otherwise."""
-    if result.status is not Status.ANSWERED or len(result.answer) <= max_chars:
+    if not result.shows_answer or len(result.answer) <= max_chars:
         return result
     n_before = len(result.answer)
     result.answer, n_repeated = bound_text(result.answer, max_chars)

@@ -24,13 +24,14 @@ from dataclasses import dataclass
 from bot.chat import shared
 from bot.chat.audio import AudioError
 from bot.chat.limits import MAX_SPEECH_CHARS, MAX_VOICE_REPLY_S, bound_text
+from bot.chat.messages import t
 from bot.chat.render import refusal_text
 from bot.chat.services import Services
 from bot.chat.types import Asker, Reply, Speech
 from bot.chat.voice_cache import VoiceAudio
 from clients.tts import LANGUAGE_CODES, tts_language_code
 from rag.errors import ServiceError
-from rag.types import Result, Stage, Status
+from rag.types import Result, Stage
 from storage.errors import DecisionNotFoundError
 
 with warnings.catch_warnings():
@@ -64,15 +65,19 @@ def speech_for(result: Result, lang: str, voice_mode: str, *,
 
     ``voice_mode`` is the chat's ``/voice`` choice: ``off`` never speaks, ``on`` always,
     ``auto`` only when the question was a voice note (``is_voice_question``). An answer is
-    spoken as its text alone (citation marks removed) in the answer's language; a refusal as
+    spoken as its text alone (citation marks removed) in the answer's language, a hedged one
+    (``Status.HEDGED``) inside the hedge's words in ``lang``; a refusal as
     the sentence the text reply shows, with its score and floor, in ``lang`` (the reply's
     language). Errors, and languages Bulbul is not asked to speak here, are not spoken.
     """
     if voice_mode == "off" or (voice_mode == "auto" and not is_voice_question):
         return None
-    if result.status is Status.ANSWERED:
+    if result.shows_answer:
         text = " ".join(_CITATION_MARK.sub(" ", result.answer).split())
-        lang = result.answer_lang or lang
+        if result.is_hedged:  # the note says the hedge too, in the reply's language
+            text = t("hedged_spoken", lang, answer=text)
+        else:
+            lang = result.answer_lang or lang
     elif result.status.is_refusal:
         text = refusal_text(result, lang)
     else:

@@ -5,7 +5,8 @@ the bot writes and match the log exactly (a scrape of a copied or cleared databa
 which Prometheus treats as a counter reset):
 
 - ``voice_rag_questions_total{channel, lang, status, reason}``: decisions; ``reason`` is the
-  ``rag.types.ReasonCode`` value, ``none`` when answered;
+  ``rag.types.ReasonCode`` value, ``none`` when answered, ``hedged`` for a hedged answer (its
+  status ``hedged``, issue 31);
 - ``voice_rag_stage_duration_seconds{stage}``: histogram of every traced stage's time;
 - ``voice_rag_question_duration_seconds{part}``: histogram of the pipeline's total
   (``pipeline``), the speech-to-text call (``stt``) and sending the reply (``reply``);

@@ -7,7 +7,8 @@
 
 Prints the answer with its citations, or the refusal, then the trace (``--json``: the whole
 result). Settings come from ``VOICE_RAG_*`` (and ``OPENROUTER_*`` with ``--generative``)
-environment variables; ``--index`` and ``--encoder`` override. Exit codes: 0 answered,
+environment variables; ``--index`` and ``--encoder`` override. Exit codes: 0 answered (confident
+or hedged: ``--json`` says which in ``status``),
 1 refused, 2 error.
 """
 
@@ -87,7 +88,7 @@ def run_ask(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     result = asyncio.run(ask_once(pipeline, args.query, args.lang, openrouter))
-    code = 0 if result.is_answered else (2 if result.status is Status.ERROR else 1)
+    code = 0 if result.shows_answer else (2 if result.status is Status.ERROR else 1)
     try:
         if args.json:
             print(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))

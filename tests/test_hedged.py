@@ -1,0 +1,211 @@
+"""Three answers, not two (issue 31): a hedged answer (``Status.HEDGED``) from the gate's
+three-way verdict to the reply text, the voice note, ``--json``, ``/why``, the decision log, the
+dashboard and ``/metrics``; the hedge rule of scripts/fit_answering.py; the reader's files
+checked at start-up (missing or altered: one line naming the command)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+from prometheus_client.parser import text_string_to_metric_families
+
+from bot.chat.render import PLAIN, render_result_text, render_trace
+from bot.chat.voice_reply import speech_for
+from bot.dashboard import DashboardSettings, create_app
+from rag.errors import ModelFileError, ReaderUnavailableError
+from rag.gate import MODEL_PATH, AnswerabilityGate, GateFeatures, verdict_of
+from rag.reader import (
+    MARKER_FILE,
+    READER_FILES,
+    CrossEncoderReader,
+    reader_problem,
+    reader_signals,
+)
+from rag.types import Citation, Reason, ReasonCode, Result, Status, Trace
+from storage.db import Database
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+ANSWER = "The Xbox 360 costs about $200 in most shops."
+
+
+def hedged_result(lang: str = "en") -> Result:
+    trace = Trace()
+    trace.add("reader", "read", "reader pick 2.10, best 3.40, margin 1.30, agrees 0; "
+              "scores [2.10, 3.40]", 31.0)
+    trace.add("answerability_gate", "hedged", "p 0.420 < threshold 0.700, >= hedge threshold "
+              "0.300", 4.0)
+    return Result(Status.HEDGED, "How much does an Xbox 360 cost?", lang, answer=ANSWER,
+                  answer_lang="en", top_score=0.88, floor=0.84, trace=trace,
+                  citations=[Citation("en-1-0", "en", 0.88, ANSWER)],
+                  message="hedged: p 0.420 < threshold 0.700, >= hedge threshold 0.300",
+                  reason=Reason(ReasonCode.HEDGED, "hedged", score=0.88, floor=0.84, lang=lang,
+                                probability=0.42, threshold=0.7))
+
+
+FEATURES = GateFeatures(0.9, 0.05, 0.8, 0.5, 0.0, 0.2, 0.6, 0.9)
+
+
+# ------------------------------------------------------------------- the gate's verdict
+
+
+def test_a_probability_between_the_hedge_and_confident_thresholds_is_hedged():
+    model = {"threshold": 0.7, "hedge_threshold": 0.4}
+    assert verdict_of(model, 0.75, FEATURES).decision == "passed"
+    hedged = verdict_of(model, 0.5, FEATURES)
+    assert hedged.is_hedged and not hedged.is_answerable and hedged.decision == "hedged"
+    assert ">= hedge threshold 0.400" in hedged.detail
+    assert verdict_of(model, 0.39, FEATURES).decision == "refused"
+    # no hedge threshold: nothing is hedged (the behaviour before issue 31)
+    assert verdict_of({"threshold": 0.7}, 0.5, FEATURES).decision == "refused"
+
+
+def test_the_screen_does_not_decide_alone_near_the_hedge_threshold():
+    gate = AnswerabilityGate.load()
+    lang = "hi"
+    screen = dict(gate.screen[lang])
+    p = 1 / (1 + np.exp(-(((FEATURES.vector()[:-1] - screen["mean"]) / screen["scale"])
+                          @ screen["coef"] + screen["intercept"])))
+    near = {**screen, "threshold": min(1.0, p + 0.5), "hedge_threshold": p - 0.01}
+    far = {**near, "hedge_threshold": max(0.0, p - 0.4)}
+    assert replace(gate, screen={**gate.screen, lang: near}).screen_decide(FEATURES, lang) is None
+    verdict = replace(gate, screen={**gate.screen, lang: far}).screen_decide(FEATURES, lang)
+    assert verdict is not None and verdict.is_hedged
+
+
+def test_a_gate_file_with_a_hedge_threshold_above_its_threshold_stops_start_up(tmp_path):
+    data = json.loads(MODEL_PATH.read_text(encoding="utf-8"))
+    data["models"]["all"]["hedge_threshold"] = data["models"]["all"]["threshold"] + 0.1
+    path = tmp_path / "gate_model.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(ModelFileError, match="hedge_threshold.*fit_answering"):
+        AnswerabilityGate.load(path)
+
+
+def test_reader_signals_name_the_pick_the_best_and_whether_they_agree():
+    disagree = reader_signals([2.0, 5.5, -1.0])
+    assert (disagree.reader_pick, disagree.reader_best, disagree.reader_margin,
+            disagree.reader_agrees) == (2.0, 5.5, 3.5, 0.0)
+    agree = reader_signals([6.0, 1.0])
+    assert agree.reader_agrees == 1.0 and agree.reader_margin == 5.0
+    assert reader_signals([]).vector().tolist() == [0.0, 0.0, 0.0, 0.0]
+
+
+# ------------------------------------------------------------- what the user is shown
+
+
+def test_hedged_reply_says_not_sure_and_cites_the_closest_passage():
+    text = render_result_text(hedged_result(), "en")
+    assert f"I'm not sure this answers it; the closest passage says: {ANSWER} [1]" in text
+    assert "en-1-0" in text  # the passage [1] points at
+    confident = render_result_text(replace(hedged_result(), status=Status.ANSWERED), "en")
+    assert "not sure" not in confident and ANSWER in confident
+
+
+@pytest.mark.parametrize(("lang", "words"), [("hi", "पक्का नहीं"), ("gu", "ખાતરી નથી"),
+                                             ("te", "ఖచ్చితంగా తెలియదు")])
+def test_hedged_reply_is_worded_in_the_users_language(lang, words):
+    text = render_result_text(hedged_result(lang), lang)
+    assert words in text and ANSWER in text and "[1]" in text
+
+
+def test_the_voice_note_of_a_hedged_answer_says_the_hedge_too():
+    speech = speech_for(hedged_result(), "en", "on", is_voice_question=True)
+    assert speech.text == f"I'm not sure this answers it; the closest passage says: {ANSWER}"
+    hindi = speech_for(hedged_result("hi"), "hi", "on", is_voice_question=True)
+    assert hindi.lang == "hi" and hindi.text.startswith("मुझे पक्का नहीं")
+
+
+def test_json_and_why_show_the_hedged_status_and_the_readers_scores():
+    result = hedged_result()
+    data = json.loads(json.dumps(result.to_dict()))
+    assert data["status"] == "hedged" and data["answer"] == ANSWER
+    assert data["reason"]["code"] == "hedged" and data["reason"]["probability"] == 0.42
+    assert result.shows_answer and not result.is_answered and not result.status.is_refusal
+    why = PLAIN.render(render_trace(result.trace, "en"))
+    assert "reader — read: reader pick 2.10, best 3.40" in why
+    assert "answerability_gate — hedged" in why
+
+
+async def test_the_decision_log_dashboard_and_metrics_show_hedged(tmp_path):
+    db_path = tmp_path / "bot.sqlite3"
+    async with await Database.open(db_path) as db:
+        hedged_id = await db.record_decision("telegram", 7, 1, 7, "text", hedged_result())
+        await db.record_decision("telegram", 7, 2, 7, "text", replace(
+            hedged_result(), status=Status.ANSWERED, reason=None, message=""))
+        assert await db.refusals() == []  # a hedged answer is not a refusal
+    settings = DashboardSettings(db_path=db_path, index_dir=tmp_path / "none")
+    async with TestClient(TestServer(create_app(settings), host="127.0.0.1")) as http:
+        listed = await (await http.get("/?status=hedged")).text()
+        page = await (await http.get(f"/decision/{hedged_id}")).text()
+        metrics = await (await http.get("/metrics")).text()
+    assert 'class="badge status-hedged">hedged<' in listed and "$200" in listed
+    assert "not sure" in page and ANSWER.replace("$", "$") in page and "<b>hedged</b>" in page
+    samples = {(s.labels["status"], s.labels["reason"]): s.value
+               for f in text_string_to_metric_families(metrics) if f.name == "voice_rag_questions"
+               for s in f.samples if s.name == "voice_rag_questions_total"}
+    assert samples == {("hedged", "hedged"): 1.0, ("answered", "none"): 1.0}
+
+
+# ------------------------------------------------------------------ the hedge rule
+
+
+def test_the_hedge_threshold_stops_where_the_band_holds_the_fact_less_than_half_the_time():
+    from fit_answering import choose_hedge
+
+    # natural questions by probability: right above 0.4, mostly wrong below 0.3
+    p = np.round(np.linspace(0.05, 0.69, 65), 2)
+    y = np.where(p >= 0.4, 1, (np.arange(65) % 4 == 0).astype(int))
+    kinds = np.array(["answerable"] * 65)
+    hedge = choose_hedge(p, y, kinds, 0.7, {"off_corpus": 0, "not_in_corpus": 0})
+    band = (p >= hedge) & (p < 0.7)
+    assert y[band].mean() >= 0.5 and 0.2 < hedge <= 0.4
+    # an off-corpus question at 0.5 stops the scan there: never an answer to one of them
+    p2, y2 = np.append(p, 0.5), np.append(y, 0)
+    kinds2 = np.append(kinds, "off_corpus")
+    assert choose_hedge(p2, y2, kinds2, 0.7, {"off_corpus": 10, "not_in_corpus": 0}) > 0.5
+
+
+# ------------------------------------------------------------ the reader's files
+
+
+def fake_reader_folder(folder: Path) -> Path:
+    folder.mkdir()
+    for name in READER_FILES:
+        (folder / name).write_bytes(b"not the model")
+    (folder / MARKER_FILE).write_text(json.dumps({"files": READER_FILES}), encoding="utf-8")
+    return folder
+
+
+def test_a_missing_or_altered_reader_file_stops_start_up_naming_the_command(tmp_path):
+    with pytest.raises(ReaderUnavailableError, match=r"no complete reader.*"
+                       r"`python3 -m ragtools build-encoder`"):
+        CrossEncoderReader(tmp_path / "nothing")
+    altered = fake_reader_folder(tmp_path / "altered")
+    with pytest.raises(ReaderUnavailableError, match=r"model.onnx is corrupt.*build-encoder"):
+        CrossEncoderReader(altered)
+    (altered / "model.onnx").unlink()
+    assert "model.onnx is missing" in reader_problem(altered)
+    shutil.rmtree(altered)
+    assert reader_problem(altered).startswith("no complete reader")
+
+
+def test_the_bot_stops_with_one_line_when_the_reader_is_missing(tmp_path, monkeypatch, capsys):
+    from bot.cli import main as bot_main
+
+    if not AnswerabilityGate.load().reader_models:
+        pytest.skip("the shipped gate has no reader model")
+    # the reader is checked before the encoder and the index are loaded (Pipeline.from_settings)
+    monkeypatch.setenv("VOICE_RAG_READER_DIR", str(tmp_path / "no-reader"))
+    assert bot_main(["ask", "How much does an Xbox 360 cost?"]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and "no complete reader" in err[0]
+    assert "`python3 -m ragtools build-encoder`" in err[0]
