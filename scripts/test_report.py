@@ -13,9 +13,11 @@ does; the baseline's index is cached by commit), with its own fitted files, and 
 question with the language auto-detected, as a chat does. A question is answered correctly when
 the displayed answer contains its answer span (``eval/README.md``).
 
-Prints, per language and style: answerable questions answered correctly / wrongly / refused, and
-near-misses answered, with n; off-corpus questions answered. gu/te test questions share topics
-with the training questions (their passages differ).
+Prints, per language and style: answerable questions answered confidently and correctly /
+wrongly, hedged (``Status.HEDGED``, issue 31) holding the fact / not, the fact delivered
+(confident or hedged), refused, and near-misses answered confidently / hedged, with n;
+off-corpus questions answered (either kind). A checkout without hedged answers shows 0 there.
+gu/te test questions share topics with the training questions (their passages differ).
 """
 
 from __future__ import annotations
@@ -78,19 +80,28 @@ def ask_all(code_dir: Path, env: dict[str, str], texts: list[str]) -> list[list]
 
 
 def table(rows: list[dict], answers: list[list]) -> dict:
-    """{(lang, style): {"n_answerable", "correct", "wrong", "refused", "n_near_miss",
-    "near_miss_answered", "n_off_corpus", "off_corpus_answered"}} (shares 0-1)."""
+    """{(lang, style): {"n_answerable", "correct", "wrong", "hedged_right", "hedged_wrong",
+    "delivered", "refused", "n_near_miss", "near_miss_answered", "near_miss_hedged",
+    "n_off_corpus", "off_corpus_answered"}} (shares 0-1; ``correct``/``wrong``/
+    ``near_miss_answered`` count confident answers, ``off_corpus_answered`` either kind)."""
     acc: dict = defaultdict(lambda: defaultdict(list))
-    for row, (answered, answer, _status) in zip(rows, answers, strict=True):
+    for row, (answered, answer, status) in zip(rows, answers, strict=True):
+        hedged = status == "hedged"
         for key in ((row["lang"], row["style"]), (row["lang"], "all")):
             cell = acc[key]
             if row["kind"] == "answerable":
-                right = answered and row["answer"] in answer
-                cell["correct"].append(right)
-                cell["wrong"].append(answered and not right)
-                cell["refused"].append(not answered)
+                holds = (answered or hedged) and row["answer"] in answer
+                cell["correct"].append(answered and holds)
+                cell["wrong"].append(answered and not holds)
+                cell["hedged_right"].append(hedged and holds)
+                cell["hedged_wrong"].append(hedged and not holds)
+                cell["delivered"].append(holds)
+                cell["refused"].append(not (answered or hedged))
+            elif row["kind"] == "near_miss":
+                cell["near_miss_answered"].append(answered)
+                cell["near_miss_hedged"].append(hedged)
             else:
-                cell[f"{row['kind']}_answered"].append(answered)
+                cell[f"{row['kind']}_answered"].append(answered or hedged)
     return {key: {**{k: sum(v) / len(v) for k, v in cell.items()},
                   "n_answerable": len(cell["correct"]),
                   "n_near_miss": len(cell["near_miss_answered"]),
@@ -104,14 +115,56 @@ def pct(cell: dict, key: str, n_key: str) -> str:
 
 def print_table(title: str, result: dict) -> None:
     print(f"\n{title}")
-    print(f"{'lang':<5}{'style':<11}{'n':>5}{'correct':>9}{'wrong':>7}{'refused':>9}"
-          f"{'n nm':>6}{'nm ans':>8}{'n off':>7}{'off ans':>9}")
+    print("(conf: confident answers; hedged: right = holds the fact; delivered: either holds it;"
+          " nm: near-misses; off: off-corpus, answered either way)")
+    print(f"{'lang':<5}{'style':<11}{'n':>5}{'conf ok':>9}{'wrong':>7}{'hedg ok':>9}"
+          f"{'wrong':>7}{'deliv':>7}{'refused':>9}{'n nm':>6}{'nm conf':>8}{'nm hedg':>8}"
+          f"{'n off':>7}{'off ans':>9}")
     for (lang, style), c in sorted(result.items(), key=lambda kv: (
             "en hi gu te".split().index(kv[0][0]), kv[0][1] != "all", kv[0][1])):
         print(f"{lang:<5}{style:<11}{c['n_answerable']:>5}{pct(c, 'correct', 'n_answerable'):>9}"
-              f"{pct(c, 'wrong', 'n_answerable'):>7}{pct(c, 'refused', 'n_answerable'):>9}"
+              f"{pct(c, 'wrong', 'n_answerable'):>7}{pct(c, 'hedged_right', 'n_answerable'):>9}"
+              f"{pct(c, 'hedged_wrong', 'n_answerable'):>7}"
+              f"{pct(c, 'delivered', 'n_answerable'):>7}{pct(c, 'refused', 'n_answerable'):>9}"
               f"{c['n_near_miss']:>6}{pct(c, 'near_miss_answered', 'n_near_miss'):>8}"
+              f"{pct(c, 'near_miss_hedged', 'n_near_miss'):>8}"
               f"{c['n_off_corpus']:>7}{pct(c, 'off_corpus_answered', 'n_off_corpus'):>9}")
+
+
+def plot_kinds(result: dict, out: Path) -> None:
+    """Confident / hedged / refused shares of the answerable test questions per language (both
+    styles), stacked, with near-misses and off-corpus questions answered (either kind) beside
+    them: ``result`` is one side's :func:`table`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    langs = [lang for lang in ("en", "hi", "gu", "te") if (lang, "all") in result]
+    cells = [result[(lang, "all")] for lang in langs]
+    fig, ax = plt.subplots(figsize=(8, 3.8))
+    xs = np.arange(len(langs))
+    bottom = np.zeros(len(langs))
+    for key, label, colour in (("correct", "confident, right", "#2e8b57"),
+                               ("wrong", "confident, wrong", "#c0392b"),
+                               ("hedged_right", "hedged, holds the fact", "#7fb3d5"),
+                               ("hedged_wrong", "hedged, misses it", "#f5b7b1"),
+                               ("refused", "refused", "#d5d8dc")):
+        values = np.array([100 * c.get(key, 0.0) for c in cells])
+        ax.bar(xs - 0.15, values, 0.3, bottom=bottom, label=label, color=colour)
+        bottom += values
+    nm = [100 * (c.get("near_miss_answered", 0) + c.get("near_miss_hedged", 0)) for c in cells]
+    ax.bar(xs + 0.2, nm, 0.2, color="#8e44ad", label="near-misses answered (either)")
+    ax.set_xticks(xs, [f"{lang}\nn={c['n_answerable']}" for lang, c in zip(langs, cells,
+                                                                          strict=True)])
+    ax.set_ylabel("% of the test questions")
+    ax.set_title("Test set (typed + spoken): confident / hedged / refused per language")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    print(f"written {out}")
 
 
 def plot(results: dict[str, dict], out: Path) -> None:
@@ -150,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline-ref", default=BASELINE_REF, help="'' for none")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--plot", type=Path)
+    parser.add_argument("--plot-kinds", type=Path, help="PNG of this checkout's confident / "
+                        "hedged / refused shares per language")
     args = parser.parse_args(argv)
     rows = load_rows(args.questions, not args.no_offcorpus)
     texts = [r["question"] for r in rows]
@@ -176,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
                                          for name, r in results.items()}, indent=1) + "\n")
     if args.plot:
         plot(results, args.plot)
+    if args.plot_kinds:
+        plot_kinds(results["this checkout"], args.plot_kinds)
     return 0
 
 
