@@ -14,8 +14,8 @@ a temporary folder; its index is cached in ``~/.cache/voice-rag/bench-answer-sta
 hash>`` (one commit's code always reads what it wrote), this checkout's is built afresh each run.
 Per question, the answer stage is the sum of the trace stages after the relevance guard
 (``select_answer``, ``reader``, ``answerability_gate``, ``answer``, ``grounding_guard``); the
-query embedding and the search are reported apart (they differ when the default encoders differ). Prints P50/P95
-per side and their ratio; medians, because the machine is shared.
+query embedding and the search are reported apart (they differ when the default encoders
+differ). Prints P50/P95 per side and their ratio; medians, because the machine is shared.
 """
 
 from __future__ import annotations
