@@ -166,10 +166,17 @@ def settings(sample_index_dir) -> RagSettings:
 
 @pytest.fixture(scope="session")
 def pipeline(settings, encoder, sample_index) -> Pipeline:
-    """The production pipeline: floors, hybrid retrieval where rag/fusion.json says, and the
-    fitted answerability gate."""
-    return Pipeline(settings, encoder, sample_index, AnswerabilityGate.load(),
-                    fusion=load_fusion())
+    """The production pipeline: floors, hybrid retrieval where rag/fusion.json says, the
+    fitted answerability gate and, where it has a reader model, the English reader (its files
+    built by ``python -m ragtools build-encoder`` if missing)."""
+    gate = AnswerabilityGate.load()
+    reader = None
+    if gate.reader_models:
+        from rag.reader import load_reader
+        from ragtools.reader_files import ensure_reader_files
+
+        reader = load_reader(ensure_reader_files())
+    return Pipeline(settings, encoder, sample_index, gate, fusion=load_fusion(), reader=reader)
 
 
 @pytest.fixture(scope="session")
