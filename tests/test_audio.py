@@ -180,3 +180,33 @@ def test_transcode_resamples_a_44khz_stereo_wav():
     rate, n_channels, width, duration_s = _params(wav)
     assert (rate, n_channels, width) == (16_000, 1, 2)
     assert duration_s == pytest.approx(2.0, abs=0.01)
+
+
+def test_a_truncated_voice_note_that_decodes_in_part_logs_a_warning(caplog):
+    """Issue 34: a note cut short (the last Ogg page incomplete) decodes to its readable part
+    and was answered from it with nothing logged; now the decode says so, with the numbers."""
+    ogg = make_voice_note("what is the capital of india and how much does an xbox cost", "en")
+    cut = ogg[: int(len(ogg) * 0.9)]
+    with caplog.at_level("WARNING", logger="bot.chat.audio"):
+        wav = transcode_to_wav(cut)
+    assert 0 < audio_duration_s(wav) < audio_duration_s(transcode_to_wav(ogg))
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "audio decoded in part" in warnings[0]
+    assert f"n_bytes={len(cut)}" in warnings[0] and "the last page is cut" in warnings[0]
+
+
+def test_a_whole_note_and_one_cut_at_max_seconds_log_no_warning(caplog):
+    with caplog.at_level("WARNING", logger="bot.chat.audio"):
+        transcode_to_wav(make_voice_note(PHRASES["hi"], "hi"))
+        transcode_to_wav(sine_ogg(8), max_seconds=3)
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
+
+
+def test_ogg_damage_reads_the_pages_claim_and_garbage_after_them():
+    from bot.chat.audio import ogg_damage
+
+    ogg = sine_ogg(4)
+    assert ogg_damage(ogg) == ("", pytest.approx(4.0, abs=0.03))
+    damage, claimed_s = ogg_damage(ogg + b"\0" * 10)
+    assert damage.startswith("10 bytes at offset") and claimed_s == pytest.approx(4.0, abs=0.03)
+    assert ogg_damage(ogg[:20])[0].startswith("the last page is cut in its header")
