@@ -27,6 +27,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
+from bot.chat.tasks import raise_if_cancelled, stop_tasks
 from bot.errors import BotError
 from storage.backend import driver_errors
 from storage.inbox import Inbox, InboxItem
@@ -79,7 +80,7 @@ class ChatDispatcher:
         """Sweep once now (what dead replicas left), then every ``sweep_s`` seconds."""
         log.info("inbox_dispatch channel=%s holder=%s lease_s=%.1f sweep_s=%.1f",
                  self.channel, self.holder, self.replicas.lease_s, self.replicas.sweep_s)
-        self._sweeper = asyncio.create_task(self._sweep_forever())
+        self._sweeper = asyncio.create_task(self._sweep_forever(), name="inbox_sweep")
 
     def notify(self, chat_id: int | None) -> None:
         """The chat has a new message (or one nobody holds): drain it unless already draining
@@ -88,7 +89,8 @@ class ChatDispatcher:
         if task is not None and not task.done():
             self._again.add(chat_id)
             return
-        self._drains[chat_id] = asyncio.create_task(self._drain(chat_id))
+        self._drains[chat_id] = asyncio.create_task(self._drain(chat_id),
+                                                    name=f"inbox_drain:{chat_id}")
 
     async def _drain(self, chat_id: int | None) -> None:
         channel, n_failures = self.channel, 0
@@ -108,6 +110,7 @@ class ChatDispatcher:
                 except LeaseLostError:
                     continue  # another replica answers it; ours is the chat's next, if any
                 except driver_errors() as exc:
+                    raise_if_cancelled()
                     n_failures += 1
                     log.warning("inbox_dispatch_failed channel=%s chat_id=%s attempt=%d "
                                 "detail=%s", channel, chat_id, n_failures,
@@ -129,10 +132,11 @@ class ChatDispatcher:
     async def _renewing(self, key: str) -> AsyncIterator[None]:
         """Renew the lease on message ``key`` every third of ``lease_s`` while the block runs.
 
-        The renewing task is told to stop and cancelled when the block ends, but not awaited: a
-        cancelled psycopg query on a connection that broke (PostgreSQL restarting) raises
-        ``OperationalError`` instead of ``CancelledError``, so the task ends by its own flag,
-        and a renewal landing after the message is done changes nothing."""
+        The renewing task is told to stop and cancelled when the block ends, but not awaited
+        (:meth:`aclose` bounds what is left): a cancelled psycopg query on a connection that
+        broke (PostgreSQL restarting) raises ``OperationalError`` instead of ``CancelledError``,
+        so the task ends by its own flag or :func:`~bot.chat.tasks.raise_if_cancelled`, and a
+        renewal landing after the message is done changes nothing."""
         is_done = asyncio.Event()
 
         async def renew() -> None:
@@ -148,10 +152,11 @@ class ChatDispatcher:
                                     self.channel, key, self.holder)
                         return
                 except driver_errors() as exc:
+                    raise_if_cancelled()
                     log.warning("inbox_renew_failed channel=%s key=%s detail=%s",
                                 self.channel, key, str(exc).strip()[:200])
 
-        task = asyncio.create_task(renew())
+        task = asyncio.create_task(renew(), name=f"inbox_renew:{key}")
         self._renewals.add(task)
         task.add_done_callback(self._renewals.discard)
         try:
@@ -183,19 +188,20 @@ class ChatDispatcher:
             try:
                 await self.sweep()
             except driver_errors() as exc:
+                raise_if_cancelled()
                 log.warning("inbox_sweep_failed channel=%s detail=%s", self.channel,
                             str(exc).strip()[:200])
             await asyncio.sleep(self.replicas.sweep_s)
 
     async def aclose(self) -> None:
         """Stop sweeping; let answers under way finish for up to :data:`CLOSE_WAIT_S`, then
-        cancel them (their leases expire and another replica takes them)."""
-        self._is_closing = True  # a cancelled query may end as OperationalError: a flag too
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            await asyncio.wait({self._sweeper}, timeout=CLOSE_WAIT_S)
+        cancel them (their leases expire and another replica takes them). Bounded: at most
+        :data:`~bot.chat.tasks.STOP_WAIT_S` for the sweep, ``CLOSE_WAIT_S`` for the answers and
+        ``STOP_WAIT_S`` for them and the lease renewals to end once cancelled; what is still
+        running then is logged and abandoned (``task_abandoned``)."""
+        self._is_closing = True
+        await stop_tasks([self._sweeper], "inbox_sweep")
         drains = [t for t in self._drains.values() if not t.done()]
         if drains:
-            _, pending = await asyncio.wait(drains, timeout=CLOSE_WAIT_S)
-            for task in pending:
-                task.cancel()
+            await asyncio.wait(drains, timeout=CLOSE_WAIT_S)
+        await stop_tasks([*drains, *self._renewals], "inbox_answer")

@@ -7,7 +7,6 @@ data of ``bot.chat.types``, never a channel's objects, so every front end runs t
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import logging
 import time
@@ -19,6 +18,7 @@ from bot.chat.policy import ChannelPolicy
 from bot.chat.ratelimit import RateLimiter
 from bot.chat.repeats import RepeatFilter
 from bot.chat.shared import SharedStores, open_shared, prune_forever
+from bot.chat.tasks import stop_tasks
 from bot.chat.voice_cache import VoiceCache
 from bot.settings import Settings
 from clients.openrouter import OpenRouterClient
@@ -103,7 +103,8 @@ class Services:
             await db.close()  # its worker thread would keep the process alive
             raise
         if services.shared is not None:  # rows of senders who never come back
-            services._pruner = asyncio.create_task(prune_forever(services.shared))
+            services._pruner = asyncio.create_task(prune_forever(services.shared),
+                                                   name="shared_state_prune")
         freeze_loaded_objects()
         log.info("services open encoder=%s index=%s db=%s state=%s took_ms=%.0f",
                  pipeline.encoder.name, settings.rag.index_dir, db.backend.location.display,
@@ -118,11 +119,9 @@ class Services:
 
     async def close(self) -> None:
         """Close the HTTP clients, the pipeline threads and the database (pending writes are
-        already committed)."""
-        if self._pruner is not None:
-            self._pruner.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._pruner
+        already committed). Bounded: the pruner gets :data:`bot.chat.tasks.STOP_WAIT_S` to end
+        and is abandoned (logged) after that."""
+        await stop_tasks([self._pruner], "shared_state_prune")
         self.pipeline_pool.shutdown(wait=True)
         self.voice_pool.shutdown(wait=True)
         await self.stt.aclose()

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.chat.repeats import Repeat, question_key
+from bot.chat.tasks import raise_if_cancelled
 from bot.chat.types import Asker
 from bot.chat.voice_cache import VoiceAudio, VoiceKey
 from bot.settings import Settings
@@ -73,13 +74,15 @@ async def prune(shared: SharedStores) -> int:
 
 async def prune_forever(shared: SharedStores, every_s: float = PRUNE_EVERY_S) -> None:
     """:func:`prune` now and every ``every_s`` seconds until cancelled (every replica runs it;
-    the DELETEs are idempotent). A database error is logged and tried again next time."""
+    the DELETEs are idempotent). A database error is logged and tried again next time; a
+    cancellation ends it whatever the driver turned it into (:mod:`bot.chat.tasks`)."""
     while True:
         try:
             n_rows = await prune(shared)
             if n_rows:
                 log.info("shared_state_pruned rows=%d", n_rows)
         except driver_errors() as exc:
+            raise_if_cancelled()
             log.warning("shared_state_prune_failed detail=%s", str(exc).strip()[:200])
         await asyncio.sleep(every_s)
 

@@ -17,6 +17,7 @@ from telegram.error import Forbidden, TelegramError
 
 from bot.chat.delivery import DeliveryError, OnWire
 from bot.chat.render import Text
+from bot.chat.tasks import raise_if_cancelled, stop_tasks
 from bot.chat.types import Asker
 from bot.chat.voice_cache import VoiceAudio
 from bot.telegram.inbox import replying_to
@@ -73,16 +74,15 @@ class TelegramOutbox:
                 except Forbidden:
                     return
                 except TelegramError as exc:
+                    raise_if_cancelled()
                     log.debug("chat_action_failed chat_id=%s detail=%s", asker.chat_id, exc)
                 await asyncio.sleep(self.chat_action_interval_s)
 
-        task = asyncio.create_task(keep_showing())
+        task = asyncio.create_task(keep_showing(), name=f"chat_action:{asker.chat_id}")
         try:
             yield
         finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await stop_tasks([task], "chat_action")
 
 
 def _quote(asker: Asker) -> ReplyParameters | None:

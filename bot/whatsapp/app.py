@@ -54,11 +54,13 @@ from aiohttp import web
 from bot.chat.commands import notice_reply
 from bot.chat.context import load_context
 from bot.chat.delivery import DeliveryError, OnWire, deliver
+from bot.chat.dispatch import CLOSE_WAIT_S
 from bot.chat.inbox import Claim, channel_inbox
 from bot.chat.policy import ChannelPolicy
 from bot.chat.questions import answer_voice, reply_to_text
 from bot.chat.render import Text
 from bot.chat.services import Services
+from bot.chat.tasks import stop_tasks
 from bot.chat.types import Asker, Reply, VoiceNote
 from bot.chat.voice_cache import VoiceAudio
 from bot.errors import SettingsError, VoiceDownloadError
@@ -272,7 +274,7 @@ class WhatsAppFrontEnd:
             async with self.inbox.in_turn(int(message["from"])):
                 await self.handle(message, claim)
 
-        task = asyncio.create_task(in_turn())
+        task = asyncio.create_task(in_turn(), name=f"whatsapp_answer:{claim.key}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -373,13 +375,18 @@ class WhatsAppFrontEnd:
                                      max_mb=self.wa.max_media_mb) from exc
 
     async def drain(self, timeout_s: float = 30.0) -> None:
-        """Wait for the messages being handled (at shutdown, and in tests)."""
+        """Wait at most ``timeout_s`` seconds for the messages being handled (at shutdown, and
+        in tests)."""
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=timeout_s)
 
     async def aclose(self) -> None:
+        """Stop the inbox, let answers under way finish for up to ``CLOSE_WAIT_S`` seconds
+        (as the dispatcher does), then cancel what is left (its message stays unfinished in the
+        inbox and is handled at the next start) and close the Graph client. Bounded."""
         await self.inbox.aclose()
-        await self.drain()
+        await self.drain(CLOSE_WAIT_S)
+        await stop_tasks(set(self._tasks), "whatsapp_answer")
         await self.graph.aclose()
 
 
