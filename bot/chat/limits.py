@@ -30,6 +30,10 @@ SPEECH_CHARS_PER_S = 11.5
 MAX_SPEECH_CHARS = int(MAX_VOICE_REPLY_S * SPEECH_CHARS_PER_S)
 """Longest text sent to text-to-speech (690 characters, ~60 s)."""
 
+ANSWER_BOUND_STAGE = "answer_bound"
+"""Trace stage :func:`bound_answer` adds when it cut an answer: the reply says it was shortened
+(``bot.chat.render``), ``/why`` by how much."""
+
 _SENTENCE_END_RE = re.compile(r"(?<=[.!?।॥])\s+")
 
 
@@ -68,5 +72,5 @@ def bound_answer(result: Result, max_chars: int = MAX_ANSWER_CHARS) -> Result:
     if n_repeated:
         detail += f"{n_repeated} repeated sentences dropped, "
     detail += f"cut at a sentence end (max {max_chars})"
-    result.trace.stages.append(Stage("answer_bound", "cut", detail, 0.0))
+    result.trace.stages.append(Stage(ANSWER_BOUND_STAGE, "cut", detail, 0.0))
     return result

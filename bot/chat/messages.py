@@ -300,6 +300,19 @@ MESSAGES: dict[str, dict[str, str]] = {
         "gu": "મને ખાતરી નથી કે આ જવાબ આપે છે; સૌથી નજીકનો ફકરો કહે છે: {answer}",
         "te": "ఇది సమాధానమో కాదో నాకు ఖచ్చితంగా తెలియదు; దగ్గరి భాగం ఇలా చెబుతోంది: {answer}",
     },
+    # an answer cut to fit (bot.chat.limits: the answer_bound stage, or the spoken length)
+    "answer_shortened": {
+        "en": "This answer was shortened to fit; /why says by how much.",
+        "hi": "यह जवाब छोटा करके दिखाया गया है; कितना छोटा किया गया, यह /why बताता है।",
+        "gu": "આ જવાબ ટૂંકો કરીને બતાવ્યો છે; કેટલો ટૂંકો કર્યો તે /why કહે છે.",
+        "te": "ఈ సమాధానం కుదించి చూపబడింది; ఎంత కుదించబడిందో /why చెబుతుంది.",
+    },
+    "answer_shortened_spoken": {
+        "en": "The answer was shortened.",
+        "hi": "जवाब छोटा कर दिया गया है।",
+        "gu": "જવાબ ટૂંકો કરવામાં આવ્યો છે.",
+        "te": "సమాధానం కుదించబడింది.",
+    },
     "generative_fallback": {
         "en": "A generated answer was not available ({reason}); answered from the passage.",
         "hi": "रचित जवाब उपलब्ध नहीं था ({reason}); जवाब सीधे अंश से दिया गया है।",

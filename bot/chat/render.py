@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from bot.chat.limits import ANSWER_BOUND_STAGE
 from bot.chat.messages import language_name, t
 from rag.text import excerpt
 from rag.types import Citation, Reason, ReasonCode, Result, Stage, Status, Trace
@@ -101,9 +102,10 @@ def render_result(result: Result, lang: str, transcript: str | None = None) -> T
 
     Paragraphs, in order: the transcript line (voice only, when ``transcript`` is given; cut to
     about ``TRANSCRIPT_CHARS``), then either the answer (with a low-confidence note when
-    flagged, a note when the answer's passage is in another language, and one when generative
-    mode fell back to the passage) followed by the cited passages (id, language, score to 3
-    decimals, the citation's excerpt), or the refusal/error wording (:func:`refusal_text`).
+    flagged, a note when the answer's passage is in another language, one when generative
+    mode fell back to the passage, and one when it was shortened to fit) followed by the cited
+    passages (id, language, score to 3 decimals, the citation's excerpt), or the refusal/error
+    wording (:func:`refusal_text`).
 
     Paragraphs are separated by a blank line; a front end splits the text at its own limit.
     """
@@ -160,6 +162,8 @@ def _answer_parts(result: Result, lang: str) -> list[Text]:
     if result.fallback is not None:  # generative mode answered extractively
         reason = t(f"fallback_{result.fallback.kind}", lang)
         notes.append(t("generative_fallback", lang, reason=reason))
+    if result.trace.get(ANSWER_BOUND_STAGE) is not None:  # cut to MAX_ANSWER_CHARS
+        notes.append(t("answer_shortened", lang))
     parts.extend(_t(Span(note, "italic")) for note in notes)
     if result.citations:
         lines = [_t(Span(t("sources", lang), "bold"))]

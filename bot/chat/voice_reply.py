@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from bot.chat import shared
 from bot.chat.audio import AudioError
-from bot.chat.limits import MAX_SPEECH_CHARS, MAX_VOICE_REPLY_S, bound_text
+from bot.chat.limits import ANSWER_BOUND_STAGE, MAX_SPEECH_CHARS, MAX_VOICE_REPLY_S, bound_text
 from bot.chat.messages import t
 from bot.chat.render import refusal_text
 from bot.chat.services import Services
@@ -68,7 +68,9 @@ def speech_for(result: Result, lang: str, voice_mode: str, *,
     spoken as its text alone (citation marks removed) in the answer's language, a hedged one
     (``Status.HEDGED``) inside the hedge's words in ``lang``; a refusal as
     the sentence the text reply shows, with its score and floor, in ``lang`` (the reply's
-    language). Errors, and languages Bulbul is not asked to speak here, are not spoken.
+    language). A note longer than ``MAX_SPEECH_CHARS``, or an answer the text reply already
+    shortened, is cut and ends by saying it was shortened, in the note's language. Errors,
+    and languages Bulbul is not asked to speak here, are not spoken.
     """
     if voice_mode == "off" or (voice_mode == "auto" and not is_voice_question):
         return None
@@ -82,7 +84,13 @@ def speech_for(result: Result, lang: str, voice_mode: str, *,
         text = refusal_text(result, lang)
     else:
         return None
-    if len(text) > MAX_SPEECH_CHARS:
+    was_bound = result.trace.get(ANSWER_BOUND_STAGE) is not None
+    if result.shows_answer and (len(text) > MAX_SPEECH_CHARS or was_bound):
+        note = t("answer_shortened_spoken", lang)  # said in the note's own language
+        if len(text) > MAX_SPEECH_CHARS - len(note) - 1:
+            text, _ = bound_text(text, MAX_SPEECH_CHARS - len(note) - 1)
+        text = f"{text} {note}"
+    elif len(text) > MAX_SPEECH_CHARS:
         text, _ = bound_text(text, MAX_SPEECH_CHARS)
     return Speech(text, lang) if text and lang in LANGUAGE_CODES else None
 
