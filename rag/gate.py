@@ -31,7 +31,7 @@ import numpy as np
 
 from rag.errors import ModelFileError
 from rag.fitted import REFIT, read_model_file
-from rag.reader import READER_SIGNALS, ReaderScores
+from rag.reader import READER_SIGNALS, READER_TOP_K, ReaderScores
 from rag.romanized import is_romanized_hindi, to_devanagari
 from rag.selection import Selection
 from rag.text import strip_fillers, tokenize
@@ -232,6 +232,8 @@ class AnswerabilityGate:
     screen: dict[str, dict]
     screen_band: float
     reader_models: dict[str, dict] = field(default_factory=dict)
+    reader_top_k: int = READER_TOP_K
+    """Candidates the reader reads per question (the selector's best first), as fitted."""
 
     @classmethod
     def load(cls, path: Path = MODEL_PATH) -> AnswerabilityGate:
@@ -266,9 +268,14 @@ class AnswerabilityGate:
         if problem is None and (isinstance(band, bool) or not isinstance(band, int | float)
                                 or not 0 <= band <= 1):
             problem = "screen_band is not a number from 0 to 1"
+        top_k = data.get("reader_top_k", READER_TOP_K)
+        if problem is None and reader_models and (isinstance(top_k, bool)
+                                                  or not isinstance(top_k, int) or top_k < 1):
+            problem = "reader_top_k is not a positive whole number"
         if problem is not None:
             raise ModelFileError(f"model file {path}: {problem}: rerun {REFIT}")
-        return cls(data["models"], data["screen"], float(band), reader_models)
+        return cls(data["models"], data["screen"], float(band), reader_models,
+                   int(top_k) if reader_models else READER_TOP_K)
 
     def decide(self, features: GateFeatures, lang: str) -> GateVerdict:
         """The full gate's verdict.

@@ -423,10 +423,11 @@ class Pipeline:
         return self.reader is not None and self.gate is not None and self.gate.reads(lang)
 
     def read(self, query: str, selection: Selection | None) -> ReaderScores:
-        """The reader's scores of ``selection``'s best :data:`READER_TOP_K` candidates (one
+        """The reader's scores of ``selection``'s best ``gate.reader_top_k`` candidates (one
         onnxruntime call, under the encoder's lock: the two sessions take turns on the
         cores)."""
-        texts = [c.text for c in (selection.ranked[:READER_TOP_K] if selection else ())]
+        k = self.gate.reader_top_k if self.gate is not None else READER_TOP_K
+        texts = [c.text for c in (selection.ranked[:k] if selection else ())]
         if not texts:
             return reader_signals([])
         with self._encode_lock:

@@ -42,9 +42,10 @@ MARKER_FILE = "voice_rag_reader.json"
 """Written last by a build: ``{"name": READER_NAME, "files": READER_FILES}``."""
 
 READER_TOP_K = 4
-"""Candidates read per English question, best first by the selector: the smallest k whose top k
-holds the answer span for >= 95 % of the English training questions whose candidates hold it at
-all (out-of-fold selector; ``scripts/fit_answering.py`` prints the shares per k)."""
+"""Candidates read per English question, best first by the selector, when the gate file does not
+say (its ``reader_top_k``: the smallest k whose top k holds the answer span for >= 95 % of the
+English training questions whose candidates hold it at all, out-of-fold selector, chosen and
+printed by ``scripts/fit_answering.py``)."""
 MAX_PAIR_TOKENS = 192
 """Tokens of one (question, sentence) pair, specials included: a candidate is at most two short
 sentences (~300 characters, ~70 tokens) and a question ~20, so this truncates almost nothing."""

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rag.reader import READER_TOP_K, load_reader
+from rag.reader import load_reader
 from rag.selection import sentences_of
 from ragtools.reader_files import ensure_reader_files
 
@@ -72,5 +72,5 @@ def test_an_english_question_is_read_and_its_scores_are_in_the_trace(pipeline):
     assert stage is not None and stage.decision == "read"
     assert stage.detail.startswith("reader pick ")
     scores = stage.detail.split("scores [")[1].rstrip("]").split(", ")
-    assert 1 <= len(scores) <= READER_TOP_K
+    assert 1 <= len(scores) <= pipeline.gate.reader_top_k
     assert pipeline.ask("छोटे खीरे में कैलोरी की मात्रा").trace.get("reader") is None
