@@ -82,13 +82,19 @@ class Prepared:
     gate: GateVerdict | None = None
     """The answerability gate's verdict (None without a gate); ``gate.is_hedged``: the answer is
     shown as "not sure"."""
+    asked: str = ""
+    """The question as the user typed it (the input guard's cleaned text), when ``query`` (what
+    is searched) differs from it: Hindi typed in Latin letters read in Devanagari, spoken
+    fillers removed."""
 
     def result(self, status: Status, **fields) -> Result:
-        """A Result carrying this question's query, language, scores, floor and trace."""
+        """A Result carrying this question's query (as asked, and as searched when that
+        differs), language, scores, floor and trace."""
         return Result(
             status,
-            self.query,
+            self.asked or self.query,
             self.lang,
+            searched=_searched(self.asked, self.query),
             top_score=self.relevance.top_score,
             floor=self.relevance.floor,
             is_low_confidence=self.relevance.is_low_confidence,
@@ -121,6 +127,11 @@ class Prepared:
             reason=Reason(code, detail, score=self.relevance.top_score,
                           floor=self.relevance.floor, lang=self.lang),
         )
+
+
+def _searched(asked: str, text: str) -> str:
+    """``Result.searched``: ``text`` (what was searched) when it is not ``asked``, else ``""``."""
+    return text if asked and text != asked else ""
 
 
 class _Refused(Exception):
@@ -280,9 +291,10 @@ class Pipeline:
             self._refuse_bad_input(verdict, text, query_lang, trace)
             vector = self._embed_stage(text, trace)
             hits, top_dense = self._search_stage(text, vector, query_lang, is_explicit, trace)
-            relevance = self._relevance_guard(top_dense, text, query_lang, trace)
+            relevance = self._relevance_guard(top_dense, text, query_lang, trace, verdict.text)
             prepared = Prepared(text, query_lang, vector, hits, relevance, trace,
-                                style=question_style(verdict.text, query_lang))
+                                style=question_style(verdict.text, query_lang),
+                                asked=verdict.text)
             prepared.selection = self._select_answer(prepared)
             if self.reads(query_lang):
                 prepared.reading = self._read_stage(prepared)
@@ -314,11 +326,12 @@ class Pipeline:
         if verdict.refusal is not None:
             raise _Refused(Result(
                 Status.REFUSED_BAD_INPUT,
-                text,
+                verdict.text,
                 lang,
                 message=f"bad input: {verdict.refusal.code} ({verdict.detail})",
                 trace=trace,
                 reason=verdict.refusal,
+                searched=_searched(verdict.text, text),
             ))
 
     def _language(self, text: str, lang: str | None, hint_lang: str | None,
@@ -332,6 +345,7 @@ class Pipeline:
                 and two or more Indic scripts tie (:func:`rag.language.script_tie`).
         """
         tied: tuple[str, ...] = ()
+        asked = text
         with trace.timed("language") as stage:
             is_explicit = lang is not None
             if is_explicit:
@@ -357,9 +371,9 @@ class Pipeline:
         if tied:
             detail = f"no script dominates: {', '.join(tied)} tie"
             raise _Refused(Result(
-                Status.REFUSED_BAD_INPUT, text, query_lang,
+                Status.REFUSED_BAD_INPUT, asked, query_lang,
                 message=f"bad input: {ReasonCode.GARBLED} ({detail})", trace=trace,
-                reason=Reason(ReasonCode.GARBLED, detail)))
+                reason=Reason(ReasonCode.GARBLED, detail), searched=_searched(asked, text)))
         return text, query_lang, is_explicit
 
     def _embed_stage(self, text: str, trace: Trace) -> np.ndarray:
@@ -383,8 +397,9 @@ class Pipeline:
         return hits, top_dense
 
     def _relevance_guard(self, top_dense: float | None, text: str, lang: str,
-                         trace: Trace) -> RelevanceVerdict:
-        """The floor's verdict on the dense top cosine ``top_dense`` (None: nothing found).
+                         trace: Trace, asked: str = "") -> RelevanceVerdict:
+        """The floor's verdict on the dense top cosine ``top_dense`` (None: nothing found) for
+        the searched ``text`` of the question ``asked``.
 
         Raises:
             _Refused: ``Status.REFUSED_NO_MATCH`` with the score and the floor.
@@ -396,13 +411,14 @@ class Pipeline:
         if relevance.refusal is not None:
             raise _Refused(Result(
                 Status.REFUSED_NO_MATCH,
-                text,
+                asked or text,
                 lang,
                 top_score=relevance.top_score,
                 floor=relevance.floor,
                 message=relevance.detail,
                 trace=trace,
                 reason=relevance.refusal,
+                searched=_searched(asked, text),
             ))
         return relevance
 

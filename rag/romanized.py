@@ -23,6 +23,7 @@ recognise 176 as Hindi, and none of its 370 English questions.
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from rag.text import STOPWORDS
 
@@ -126,3 +127,118 @@ def to_devanagari(text: str) -> str:
     """``text`` with each Latin word found in :data:`LEXICON` (any case) in Devanagari; every
     other character as typed: "xbox 360 ki keemat kitni hai" -> "xbox 360 की कीमत कितनी है"."""
     return "".join(LEXICON.get(piece.lower(), piece) for piece in _LATIN_WORD.findall(text))
+
+
+# ---- the other way: an Indic reply in Latin letters, as people write Hindi in chat
+
+_BLOCKS = {"hi": ("\u0900", "\u097f"), "gu": ("\u0a80", "\u0aff"), "te": ("\u0c00", "\u0c7f")}
+"""Unicode block of each script the replies are written in (Devanagari, Gujarati, Telugu)."""
+_INDIC_RUN = re.compile(r"[\u0900-\u0963\u0966-\u097f\u0a80-\u0aff\u0c00-\u0c7f]+")
+_VIRAMA = {"hi": "\u094d", "gu": "\u0acd", "te": "\u0c4d"}
+_DELETES_SCHWA = frozenset({"hi", "gu"})
+"""Scripts whose words drop the inherent "a" where Hindi and Gujarati speech drop it
+(Ohala's rule: "कितना" is said "kitna", not "kitana"); Telugu keeps it."""
+_ITRANS_TO_CHAT = (
+    ("RRI", "ri"), ("RRi", "ri"), ("LLi", "li"), ("kSh", "ksh"), ("j~n", "gy"), ("~n", "n"),
+    ("~N", "n"), ("chCh", "chh"), (".Dh", "rh"), (".D", "r"), (".N", "n"), (".n", "n"),
+    (".h", ""), (".a", ""),
+    ("Ch", "chh"), ("Sh", "sh"), ("Th", "th"), ("Dh", "dh"), ("T", "t"), ("D", "d"),
+    ("N", "n"), ("K", "kh"), ("G", "gh"), ("A", "a"), ("I", "i"), ("U", "u"), ("E", "e"),
+    ("O", "o"), ("è", "e"), ("ò", "o"), ("|", "."),
+)
+"""ITRANS (indic_transliteration's scheme: capitals for long vowels and retroflexes) to the
+spelling of chat: vowel length and retroflexion unmarked, "chh" for छ, "gy" for ज्ञ, "r"
+for ड़; the nasal sign ``M`` is handled apart (:func:`_nasal`)."""
+_NASAL = re.compile(r"eM\b|M(?=[pbm])|M")
+
+
+def to_latin(text: str) -> str:
+    """``text`` with its Devanagari, Gujarati and Telugu words in Latin letters as people type
+    them in chat ("चाय में कैफीन कितना होता है" -> "chay mein kaiphin kitna hota hai"): each
+    word transliterated by ``indic_transliteration`` (ITRANS), after the schwa that Hindi and
+    Gujarati speech drop is marked dropped (:func:`_drop_schwas`), then lower-cased, vowel
+    length and retroflex capitals unmarked (:data:`_ITRANS_TO_CHAT`), the nasal sign written
+    "n" ("mein", "hain", "nahin"; "m" before p/b/m), dandas as full stops. Everything else
+    (Latin words, digits, punctuation, emoji) is left as it is. Readable, not reversible: "ee"
+    and "aa" are not told from "i" and "a", as most people do not when typing Hindi."""
+    return _INDIC_RUN.sub(_romanise_run, text.replace("॥", ".").replace("।", "."))
+
+
+def _romanise_run(match: re.Match) -> str:
+    from indic_transliteration import sanscript  # imported on first use: ~0.2 s
+
+    word = match.group(0)
+    lang = next(lang for lang, (lo, hi) in _BLOCKS.items() if lo <= word[0] <= hi)
+    if lang in _DELETES_SCHWA:
+        word = _drop_schwas(word, _VIRAMA[lang])
+    script = {"hi": sanscript.DEVANAGARI, "gu": sanscript.GUJARATI, "te": sanscript.TELUGU}
+    latin = sanscript.transliterate(word, script[lang], sanscript.ITRANS)
+    latin = _NASAL.sub(lambda m: "ein" if m.group(0) == "eM" else
+                       ("m" if m.end() < len(latin) and latin[m.end()] in "pbm" else "n"), latin)
+    for itrans, chat in _ITRANS_TO_CHAT:
+        latin = latin.replace(itrans, chat)
+    return latin.lower()
+
+
+def _char_kind(ch: str) -> str:
+    """``C`` consonant letter, ``V`` independent vowel, ``s`` vowel sign, ``h`` virama, ``n``
+    nukta, ``m`` nasal or visarga sign, ``o`` anything else (digits, OM, danda)."""
+    name = unicodedata.name(ch, "")
+    if "VOWEL SIGN" in name:
+        return "s"
+    if name.endswith("SIGN VIRAMA"):
+        return "h"
+    if name.endswith("SIGN NUKTA"):
+        return "n"
+    if any(name.endswith(sign) for sign in ("ANUSVARA", "CANDRABINDU", "VISARGA")):
+        return "m"
+    if " LETTER " in name:
+        letter = name.split(" LETTER ", 1)[1]
+        return "V" if letter[0] in "AEIOU" or letter.startswith(("VOCALIC", "CANDRA")) else "C"
+    return "o"
+
+
+def _drop_schwas(word: str, virama: str) -> str:
+    """``word`` with a virama after each consonant whose inherent "a" is not spoken: the last
+    one of a word of two syllables or more ("कैफीन" kaiphin, "हार्ड" hard; a final cluster
+    ending in r, y or v keeps it: "मंत्र" mantra, "राज्य" rajya), and one between two spoken
+    vowels when the next syllable starts with a single consonant ("कितना" kitna, "सबसे"
+    sabse, "समझना" samajhna: read right to left, so two in a row are not both dropped). A
+    cluster inside a word, a nasal or a visarga keeps its vowel ("संबंध" sambandh)."""
+    units: list[dict] = []  # one per syllable: [start, end) in word, its vowel, its consonants
+    previous = ""
+    for i, ch in enumerate(word):
+        kind = _char_kind(ch)
+        if kind == "C" and previous == "h" and units:  # a conjunct: same syllable
+            units[-1].update(end=i + 1, vowel="a", n_consonants=units[-1]["n_consonants"] + 1,
+                             last=ch)
+        elif kind in ("C", "V"):
+            units.append({"end": i + 1, "vowel": "a" if kind == "C" else "v",
+                          "n_consonants": int(kind == "C"), "marked": False, "last": ch})
+        elif units and kind in ("s", "h", "n", "m"):
+            units[-1]["end"] = i + 1
+            if kind == "s":
+                units[-1]["vowel"] = "s"
+            elif kind == "h":
+                units[-1]["vowel"] = ""
+            elif kind == "m":
+                units[-1]["marked"] = True
+        previous = kind
+    cuts: list[int] = []
+    for i in range(len(units) - 1, 0, -1):
+        unit = units[i]
+        if unit["vowel"] != "a" or unit["marked"]:
+            continue
+        is_last = i == len(units) - 1
+        if is_last:  # "हार्ड" hard, "शब्द" shabd; a cluster ending in r/y/v keeps it: "मंत्र"
+            drop = unit["n_consonants"] == 1 or not unicodedata.name(unit["last"], "").endswith(
+                (" RA", " YA", " VA"))
+        else:
+            drop = (unit["n_consonants"] == 1 and units[i + 1]["vowel"]
+                    and units[i + 1]["n_consonants"] <= 1 and units[i - 1]["vowel"])
+        if drop:
+            unit["vowel"] = ""
+            cuts.append(unit["end"])
+    for end in sorted(cuts, reverse=True):
+        word = word[:end] + virama + word[end:]
+    return word

@@ -256,7 +256,10 @@ class Result:
     ``top_score`` and ``floor`` are cosine similarities (None when retrieval did not run).
     ``reason`` is set for every refusal and error: front ends word them for users from it (and
     ``status``), never from ``message``, the short English line for operators (logs, the CLI).
-    ``fallback`` is set when generative mode answered extractively instead. A hedged answer
+    ``fallback`` is set when generative mode answered extractively instead. ``query`` is the
+    question as the user put it (the input guard's cleaned text); ``searched`` what the pipeline
+    searched when that differs ("chai mein caffeine kitna hota hai" is searched as "chai में
+    caffeine कितना होता है"; spoken fillers removed), else ``""``. A hedged answer
     (``Status.HEDGED``) carries its answer and citations as a confident one does, and ``reason``
     with the gate's probability and thresholds (``ReasonCode.HEDGED``).
     """
@@ -275,6 +278,7 @@ class Result:
     trace: Trace = field(default_factory=Trace)
     reason: Reason | None = None
     fallback: FallbackCode | None = None
+    searched: str = ""
 
     @property
     def is_answered(self) -> bool:

@@ -204,8 +204,9 @@ class Database:
         citations = _storable(
             json.dumps([asdict(c) for c in result.citations], ensure_ascii=False))
         trace = _storable(json.dumps(result.trace.to_list(), ensure_ascii=False))
-        transcript, query, answer, message = (
-            _storable(t) for t in (transcript, result.query, result.answer, result.message))
+        transcript, query, answer, message, searched = (
+            _storable(t) for t in (transcript, result.query, result.answer, result.message,
+                                   result.searched or None))
         lang, mode, answer_lang = (
             _storable(t) for t in (result.lang, result.mode, result.answer_lang))
         reason = None if result.reason is None else _storable(
@@ -219,8 +220,8 @@ class Database:
                     channel, chat_id, message_id, user_id, created_at, source, transcript,
                     query, lang, status, mode, answer, answer_lang, message,
                     top_score, floor, is_low_confidence, citations, trace,
-                    total_ms, stt_ms, reply_ms, reason, fallback
-                ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    total_ms, stt_ms, reply_ms, reason, fallback, searched
+                ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 RETURNING id
                 """,
                 (
@@ -228,7 +229,7 @@ class Database:
                     query, lang, status.value, mode, answer,
                     answer_lang, message, result.top_score, result.floor,
                     int(result.is_low_confidence), citations, trace,
-                    result.trace.total_ms, stt_ms, reply_ms, reason, fallback,
+                    result.trace.total_ms, stt_ms, reply_ms, reason, fallback, searched,
                 ),
             )
             decision_id = row[0]
@@ -386,6 +387,7 @@ def _decision_from_row(row: aiosqlite.Row) -> StoredDecision:
         trace=Trace.from_list(json.loads(row["trace"])),
         reason=None if row["reason"] is None else Reason.from_dict(json.loads(row["reason"])),
         fallback=None if row["fallback"] is None else FallbackCode(row["fallback"]),
+        searched=row["searched"] or "",
     )
     return StoredDecision(
         id=row["id"],

@@ -413,3 +413,11 @@ async def m007_shared_state(conn: Tx) -> None:
         """
     )
     await conn.execute("CREATE INDEX voice_cache_used ON voice_cache (used_at_s)")
+
+
+@migration
+async def m008_decision_searched(conn: Tx) -> None:
+    """``decisions.searched``: what the pipeline searched when it differs from the question as
+    the user typed it (``query``): Hindi typed in Latin letters is searched in Devanagari
+    (``rag.romanized``), spoken fillers removed; NULL when the same and in older rows."""
+    await conn.execute("ALTER TABLE decisions ADD COLUMN searched TEXT")

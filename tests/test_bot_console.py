@@ -7,6 +7,7 @@ others, which test the console's handling rather than its answers, from the fake
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterable
@@ -286,3 +287,15 @@ async def test_opening_services_freezes_the_loaded_objects_once(services, monkey
     assert gc.get_freeze_count() > 1000
     monkeypatch.setattr(gc, "collect", lambda *a: pytest.fail("collected a second time"))
     freeze_loaded_objects()
+
+
+async def test_a_question_typed_in_latin_letters_is_answered_in_latin_letters(services):
+    """Issue 34: Hindi typed in Latin letters is read as Hindi and answered in Latin letters,
+    the cited passage beside it in Devanagari; the decision log keeps what was typed."""
+    [reply] = await ask(services, "xbox 360 ki keemat kitni hai")
+    answer, *_, sources = reply.split("\n\n")
+    assert "kimat" in answer and not re.search(r"[\u0900-\u097f]", answer), reply
+    assert sources.startswith("srot") and re.search(r"[\u0900-\u097f]", sources)
+    stored = await services.db.last_decision(CHANNEL, CONSOLE_CHAT_ID)
+    assert stored.result.query == "xbox 360 ki keemat kitni hai"
+    assert stored.result.searched == "xbox 360 की कीमत कितनी है"

@@ -763,3 +763,15 @@ async def test_allow_list_refuses_other_users(tg, bot_settings, fake_pipeline):
     assert refused == "Sorry, this bot is private."
     assert "Ask me a question" in allowed
     assert await last_decision(settings, CHAT + 1) is None
+
+
+async def test_a_question_typed_in_latin_letters_is_answered_in_latin_letters(bot, tg):
+    """Issue 34: the answer and its notes in Latin letters, the cited passage in Devanagari."""
+    await tg.push_text(CHAT, "xbox 360 ki keemat kitni hai")
+    [reply] = await replies(tg)
+    answer, *_, sources = reply.split("\n\n")
+    assert "kimat" in answer and not DEVANAGARI.search(answer), reply
+    assert sources.startswith("srot") and DEVANAGARI.search(sources)
+    await tg.push_text(CHAT, "chai mein caffeine kitna hota hai")
+    [refusal] = await replies(tg)
+    assert "nahin mila" in refusal and not DEVANAGARI.search(refusal), refusal

@@ -515,3 +515,14 @@ def test_dev_whatsapp_demo_answers_a_hindi_voice_note_with_citation_then_why(sam
     assert "```relevance_guard``` — passed" in proc.stdout and "(hi)" in proc.stdout
     assert re.search(r"--- voice reply \(.*\n.*: \d+ bytes of OGG/Opus", proc.stdout)
     assert "```send_voice``` — ok: media up-" in proc.stdout
+
+
+async def test_a_question_typed_in_latin_letters_is_answered_in_latin_letters(front, graph):
+    """Issue 34: the answer in Latin letters, the cited passage in Devanagari."""
+    await post(front, text_message(WA_ID, "xbox 360 ki keemat kitni hai"))
+    await post(front, text_message(WA_ID, "chai mein caffeine kitna hota hai"))
+    answer_reply, refusal = bodies(graph)
+    answer, *_, sources = answer_reply.split("\n\n")
+    assert "kimat" in answer and not DEVANAGARI.search(answer), answer_reply
+    assert DEVANAGARI.search(sources)
+    assert "nahin mila" in refusal and not DEVANAGARI.search(refusal), refusal

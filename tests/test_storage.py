@@ -69,6 +69,7 @@ EXPECTED = {
         "reason": "TEXT",
         "fallback": "TEXT",
         "channel": "TEXT",
+        "searched": "TEXT",
     },
     "refusals": {
         "id": "INTEGER",

@@ -16,6 +16,8 @@ from typing import Literal
 
 from bot.chat.limits import ANSWER_BOUND_STAGE
 from bot.chat.messages import language_name, t
+from rag.language import detect_language, dominant_language
+from rag.romanized import to_latin
 from rag.text import excerpt
 from rag.types import Citation, Reason, ReasonCode, Result, Stage, Status, Trace
 
@@ -107,17 +109,39 @@ def render_result(result: Result, lang: str, transcript: str | None = None) -> T
     passages (id, language, score to 3 decimals, the citation's excerpt), or the refusal/error
     wording (:func:`refusal_text`).
 
+    A question typed in Latin letters gets its reply in Latin letters when ``lang`` is written
+    in another script (:func:`replies_in_latin`: "chai mein caffeine kitna hota hai" is
+    answered "... hota hai", not in Devanagari), the cited passages' excerpts beside it in their
+    own script.
+
     Paragraphs are separated by a blank line; a front end splits the text at its own limit.
     """
+    say = to_latin if replies_in_latin(result, lang) else _as_is
     parts: list[Text] = []
     if transcript is not None:
         heard = excerpt(transcript, TRANSCRIPT_CHARS)
         parts.append(_t(Span(t("you_said", lang), "italic"), " " + heard))
     if result.shows_answer:  # confident, or hedged (worded "not sure" by _answer_parts)
-        parts.extend(_answer_parts(result, lang))
+        parts.extend(_answer_parts(result, lang, say))
     else:
-        parts.append(Text.plain(refusal_text(result, lang)))
+        parts.append(Text.plain(say(refusal_text(result, lang))))
     return Text.join("\n\n", parts)
+
+
+def replies_in_latin(result: Result, lang: str) -> bool:
+    """Whether the reply to ``result`` in ``lang`` is written in Latin letters: the question
+    is ``lang`` written in Latin letters, i.e. its words are mostly Latin (by script,
+    :func:`rag.language.dominant_language`) and they read as ``lang`` all the same
+    (:func:`rag.language.detect_language`: Hindi from "xbox 360 ki keemat kitni hai"), ``lang``
+    being written in another script. An English question in a chat set to ``/lang hi`` is
+    answered in Devanagari, as that chat asked. The text reply only: a voice note speaks the
+    language itself, and the decision log keeps the answer as the passage has it."""
+    return (lang != "en" and bool(result.query) and dominant_language(result.query) == "en"
+            and detect_language(result.query) == lang)
+
+
+def _as_is(text: str) -> str:
+    return text
 
 
 def render_result_text(result: Result, lang: str, transcript: str | None = None) -> str:
@@ -148,11 +172,13 @@ def render_trace(stages: Trace | Iterable[Stage], lang: str, query: str | None =
     return Text.join("\n", lines)
 
 
-def _answer_parts(result: Result, lang: str) -> list[Text]:
+def _answer_parts(result: Result, lang: str, say: Callable[[str], str] = _as_is) -> list[Text]:
+    """The answer, its notes and its sources, every sentence passed through ``say`` (the
+    reply's script) except the sources' excerpts, shown in their own script."""
     answer = result.answer.strip()
     if result.is_hedged:  # "I'm not sure this answers it; the closest passage says: … [1]"
         answer = t("hedged", lang, answer=answer)
-    parts = [Text.plain(answer)]
+    parts = [Text.plain(say(answer))]
     notes = []
     if result.is_low_confidence:
         notes.append(t("low_confidence", lang, score=_fmt(result.top_score),
@@ -164,18 +190,19 @@ def _answer_parts(result: Result, lang: str) -> list[Text]:
         notes.append(t("generative_fallback", lang, reason=reason))
     if result.trace.get(ANSWER_BOUND_STAGE) is not None:  # cut to MAX_ANSWER_CHARS
         notes.append(t("answer_shortened", lang))
-    parts.extend(_t(Span(note, "italic")) for note in notes)
+    parts.extend(_t(Span(say(note), "italic")) for note in notes)
     if result.citations:
-        lines = [_t(Span(t("sources", lang), "bold"))]
-        lines.extend(_citation(n, c, lang) for n, c in enumerate(result.citations, start=1))
+        lines = [_t(Span(say(t("sources", lang)), "bold"))]
+        lines.extend(_citation(n, c, lang, say) for n, c in enumerate(result.citations, start=1))
         parts.append(Text.join("\n", lines))
     return parts
 
 
-def _citation(n: int, citation: Citation, lang: str) -> Text:
+def _citation(n: int, citation: Citation, lang: str,
+              say: Callable[[str], str] = _as_is) -> Text:
     head = _t(f"{n}. ", Span(citation.passage_id, "code"),
-              f" · {language_name(citation.lang, lang)} · {t('score', lang)} "
-              f"{citation.score:.3f}")
+              say(f" · {language_name(citation.lang, lang)} · {t('score', lang)} ")
+              + f"{citation.score:.3f}")
     return head + _t("\n", Span(citation.excerpt, "italic")) if citation.excerpt else head
 
 
