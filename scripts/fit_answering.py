@@ -67,6 +67,7 @@ from rag import selection as selection_module  # noqa: E402
 from rag.encoders import load_encoder  # noqa: E402
 from rag.gate import FEATURES as GATE_FEATURES  # noqa: E402
 from rag.gate import (  # noqa: E402
+    READER_FEATURES,
     SCREEN_FEATURES,
     AnswerabilityGate,
     gate_features,
@@ -89,14 +90,37 @@ TRAINING = sorted((ROOT / "eval" / "training").glob("*.jsonl"))
 TARGETS = tuple(round(0.50 + 0.05 * k, 2) for k in range(9))
 """Shares of right natural answers the gate may keep (0.50-0.90): the grid :func:`choose_target`
 picks each language's operating point from."""
-WRONG_BOUND = {"en": 0.05, "hi": 0.05, "gu": 0.08, "te": 0.08}
-"""Issue 22's acceptance bound on natural answerable questions answered wrongly, per language."""
-NEAR_MISS_BOUND = {"en": 0.12, "hi": 0.12}
-"""Issue 22's bound on near-misses answered (en and hi; none is stated for gu and te)."""
+READER_TARGETS = (*TARGETS, 0.95)
+"""The grid for the English reader's model (issue 31): its signals separate right answers from
+near-misses well enough that 0.95 may stay within the bounds."""
+WRONG_BOUND = {"en": 0.04, "hi": 0.05, "gu": 0.08, "te": 0.08}
+"""Acceptance bound on natural answerable questions answered wrongly (confidently), per
+language: en issue 31's (was issue 22's 0.05), the others issue 22's."""
+NEAR_MISS_BOUND = {"en": 0.08, "hi": 0.12}
+"""Bound on near-misses answered confidently: en issue 31's (was 0.12), hi issue 22's (none is
+stated for gu and te)."""
+HEDGE_PRECISION = 0.5
+"""Issue 31's rule for hedged answers: among the natural questions (answerable and near-misses)
+the hedged band [hedge threshold, confident threshold) answers, at least this share hold the
+fact (a hedged answer "more likely right than wrong"); also among the ``HEDGE_EDGE`` lowest of
+them (the band's lower edge)."""
+HEDGE_EDGE = 20
+MIN_HEDGE_BAND = 10
+"""Fewest natural questions a hedged band must hold for its share to count."""
+OFF_CORPUS_BOUND = 0.01
+"""Most off-corpus (and dataset not-in-corpus) questions a hedge threshold may let through, of
+each kind, as a share of the scope's (issue 31: never an answer to an off-corpus question; the
+acceptance bound on the test set is 0.02)."""
+READER_SCOPES = ("en",)
+"""Languages gated by the English reader's model (rag/reader.py: English only)."""
+READER_SPAN_SHARE = 0.95
+"""Issue 31: the reader reads the selector's top k candidates, k the smallest whose top k holds
+the answer span for at least this share of the training questions (English, those whose
+candidates hold it at all); written to the gate file as ``reader_top_k``."""
 
 
 def choose_target(p: np.ndarray, y: np.ndarray, kinds: np.ndarray, lang: str, n_answerable: int,
-                  n_near_miss: int) -> tuple[float, float]:
+                  n_near_miss: int, targets: tuple[float, ...] = TARGETS) -> tuple[float, float]:
     """A language's operating point, (target, threshold), from out-of-fold probabilities ``p``
     of its cases that reached the gate (``y`` their labels, ``kinds`` their kinds).
 
@@ -113,7 +137,7 @@ def choose_target(p: np.ndarray, y: np.ndarray, kinds: np.ndarray, lang: str, n_
     wrong_bound = WRONG_BOUND.get(lang, min(WRONG_BOUND.values()))
     near_bound = NEAR_MISS_BOUND.get(lang, min(NEAR_MISS_BOUND.values()) if lang == "all" else None)
     best: tuple | None = None
-    for target in TARGETS:
+    for target in targets:
         t = pick_threshold(p, y, kinds, target)
         answered = p >= t
         right = (answered & (kinds == "answerable") & (y == 1)).sum() / max(n_answerable, 1)
@@ -126,6 +150,31 @@ def choose_target(p: np.ndarray, y: np.ndarray, kinds: np.ndarray, lang: str, n_
         if best is None or key < best[0]:
             best = (key, target, t)
     return best[1], best[2]
+
+
+def choose_hedge(p: np.ndarray, y: np.ndarray, kinds: np.ndarray, threshold: float,
+                 n_off: dict[str, int]) -> float:
+    """The hedge threshold under the confident ``threshold``, from out-of-fold probabilities
+    ``p`` of a scope's cases that reached the gate (``y`` labels, ``kinds`` kinds): the lowest
+    probability ``t`` such that the natural questions in [t, threshold) number at least
+    :data:`MIN_HEDGE_BAND` and at least :data:`HEDGE_PRECISION` of them hold the fact (so do
+    the :data:`HEDGE_EDGE` lowest of them), scanning down from ``threshold`` and stopping where
+    more than :data:`OFF_CORPUS_BOUND` of the scope's off-corpus or not-in-corpus questions
+    (``n_off[kind]``, those the floor refused included) would be answered. ``threshold``
+    itself (nothing hedged) when no ``t`` qualifies."""
+    natural = np.isin(kinds, ("answerable", "near_miss"))
+    chosen = threshold
+    for t in np.unique(p[p < threshold])[::-1]:
+        if any((kinds == kind)[p >= t].sum() > OFF_CORPUS_BOUND * n
+               for kind, n in n_off.items() if n):
+            break
+        band = natural & (p >= t) & (p < threshold)
+        if band.sum() < MIN_HEDGE_BAND:
+            continue
+        edge = y[band][np.argsort(p[band], kind="stable")[:HEDGE_EDGE]]
+        if y[band].mean() >= HEDGE_PRECISION and edge.mean() >= HEDGE_PRECISION:
+            chosen = float(t)
+    return chosen
 
 
 @dataclass
@@ -244,32 +293,45 @@ MIN_RIGHT_FOR_THRESHOLD = 15
 
 
 def gate_threshold(x, y, kinds, groups, langs, folds: int, targets: dict[str, float] | None = None,
-                   totals: dict[str, tuple[int, int]] | None = None
-                   ) -> tuple[dict[str, float], dict[str, float]]:
-    """Per-language thresholds (:data:`THRESHOLD_SCOPES`) and a pooled one (``all``, for a scope
-    with fewer than ``MIN_RIGHT_FOR_THRESHOLD`` right natural answers), each picked on inner
-    out-of-fold probabilities of ``x``'s rows, with the targets they keep: ``targets[scope]``
-    where given (one number for every scope when a float is wanted: pass it for each), else
-    :func:`choose_target`'s, which needs ``totals[scope]`` = (natural answerable, near-miss)
-    questions of the scope among the training cases, those the floor refused included."""
+                   totals: dict[str, tuple[int, int]] | None = None,
+                   scopes: dict[str, tuple[str, ...]] | None = None,
+                   grid: tuple[float, ...] = TARGETS,
+                   off_totals: dict[str, dict[str, int]] | None = None,
+                   ) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+    """Per-scope confident thresholds (``scopes``, default :data:`THRESHOLD_SCOPES` and a
+    pooled ``all`` for a scope with fewer than ``MIN_RIGHT_FOR_THRESHOLD`` right natural
+    answers), each picked on inner out-of-fold probabilities of ``x``'s rows, with the targets
+    they keep and the hedge thresholds under them: ``targets[scope]`` where given, else
+    :func:`choose_target`'s over ``grid``, which needs ``totals[scope]`` = (natural answerable,
+    near-miss) questions of the scope among the training cases, those the floor refused
+    included; hedges by :func:`choose_hedge` with ``off_totals[scope]`` (none: nothing
+    hedged)."""
     p = np.zeros(len(y))
     for train, test in GroupKFold(n_splits=folds).split(x, y, groups):
+        if len(set(y[train])) < 2:  # a tiny scope: one class only, nothing to fit
+            p[test] = float(y[train][0])
+            continue
         scaler, model = _fit(x[train], y[train])
         p[test] = model.predict_proba(scaler.transform(x[test]))[:, 1]
-    masks = {"all": np.ones(len(y), bool)}
-    for lang, scope in THRESHOLD_SCOPES.items():
+    masks = {} if scopes is not None else {"all": np.ones(len(y), bool)}
+    for lang, scope in (scopes or THRESHOLD_SCOPES).items():
         mask = np.isin(langs, scope)
         if ((y == 1) & mask & (kinds == "answerable")).sum() >= MIN_RIGHT_FOR_THRESHOLD:
             masks[lang] = mask
-    thresholds, chosen = {}, {}
+    thresholds, chosen, hedges = {}, {}, {}
     for scope, mask in masks.items():
         if targets is not None:
             chosen[scope] = targets[scope]
             thresholds[scope] = pick_threshold(p[mask], y[mask], kinds[mask], targets[scope])
         else:
             chosen[scope], thresholds[scope] = choose_target(p[mask], y[mask], kinds[mask], scope,
-                                                             *totals[scope])
-    return thresholds, chosen
+                                                             *totals[scope], targets=grid)
+        hedges[scope] = thresholds[scope] if off_totals is None else choose_hedge(
+            p[mask], y[mask], kinds[mask], thresholds[scope], off_totals[scope])
+    return thresholds, chosen, hedges
+
+
+OFF_KINDS = ("off_corpus", "not_in_corpus")
 
 
 def natural_totals(items: list[Item], keep: Callable[[Item], bool] = lambda it: True
@@ -281,6 +343,16 @@ def natural_totals(items: list[Item], keep: Callable[[Item], bool] = lambda it: 
         kept = [it for it in items if keep(it) and it.lang in langs]
         out[scope] = (sum(it.kind == "answerable" for it in kept),
                       sum(it.kind == "near_miss" for it in kept))
+    return out
+
+
+def off_totals_of(items: list[Item], keep: Callable[[Item], bool] = lambda it: True
+                  ) -> dict[str, dict[str, int]]:
+    """Off-corpus and not-in-corpus questions per scope (as :func:`natural_totals`)."""
+    out = {}
+    for scope, langs in (("all", LANGUAGES), *THRESHOLD_SCOPES.items()):
+        out[scope] = {kind: sum(keep(it) and it.lang in langs and it.kind == kind
+                                for it in items) for kind in OFF_KINDS}
     return out
 
 
@@ -314,15 +386,68 @@ def answer_cosines(pipeline: Pipeline) -> AnswerCosine:
     return cosine
 
 
+ReadFn = Callable[[str, list[str]], list[float]]
+"""The reader's logits of (question, candidate text) pairs (:func:`reader_scores`)."""
+
+
+def reader_scores(cache_path: Path | None) -> tuple[ReadFn, Callable[[], None]]:
+    """The English reader (rag/reader.py) with every pair it scores kept in a pickle at
+    ``cache_path`` (read when present): ``(read, save)``."""
+    from rag.reader import load_reader
+
+    reader = load_reader()
+    cache: dict = {}
+    if cache_path is not None and cache_path.is_file():
+        cache = pickle.loads(cache_path.read_bytes())
+    n_cached = len(cache)
+
+    def read(question: str, texts: list[str]) -> list[float]:
+        todo = [t for t in dict.fromkeys(texts) if (question, t) not in cache]
+        if todo:
+            for t, score in zip(todo, reader.score(question, todo), strict=True):
+                cache[(question, t)] = float(score)
+        return [cache[(question, t)] for t in texts]
+
+    def save() -> None:
+        if cache_path is not None and len(cache) > n_cached:
+            cache_path.write_bytes(pickle.dumps(cache))
+
+    return read, save
+
+
+def span_at_k(items: list[Item], decided: dict[int, dict], lang: str = "en",
+              ks: tuple[int, ...] = tuple(range(1, 11))) -> dict[int, float]:
+    """Share of ``lang``'s natural answerable questions whose out-of-fold ranked candidates
+    hold the answer span somewhere, that hold it among the top k, for each k of ``ks``."""
+    ranks = []
+    for i, it in enumerate(items):
+        d = decided.get(i)
+        if it.lang != lang or it.kind != "answerable" or not d or d["selection"] is None:
+            continue
+        hits = [k for k, c in enumerate(d["selection"].ranked) if it.answer in c.text]
+        if hits:
+            ranks.append(hits[0])
+    return {k: float(np.mean([r < k for r in ranks])) if ranks else 0.0 for k in ks}
+
+
 def run_folds(items: list[Item], folds: int, target: float | None, cosine: AnswerCosine,
-              band: float = SCREEN_BAND, chosen: dict | None = None) -> dict[int, dict]:
-    """Out-of-fold selection and gate decision per item index:
-    ``{i: {"selection", "gate_x", "answered", "p", "screened", "full_answered"}}`` (no entry
-    when the floor refused): the screen decides where it is ``band`` or more from its
-    threshold, the full gate elsewhere; ``full_answered`` is the full gate's own decision.
-    ``target`` None: each fold's operating point per language by :func:`choose_target` on the
-    other folds (recorded in ``chosen[fold]`` when given), the screen keeping the same target;
-    a number: that target everywhere."""
+              band: float = SCREEN_BAND, chosen: dict | None = None,
+              read: ReadFn | None = None) -> dict[int, dict]:
+    """Out-of-fold selection and gate decision per item index: ``{i: {"selection", "gate_x",
+    "label", "answered", "hedged", "p", "screened", "full_answered"}}`` (no entry when the floor
+    refused; ``answered`` is a confident answer, ``hedged`` a hedged one): the screen decides
+    where it is ``band`` or more from its thresholds, the full gate elsewhere; ``full_answered``
+    is the full gate's own confident decision. With ``read`` (the English reader), the
+    questions of :data:`READER_SCOPES` carry ``reader_x`` (rag/reader.py's signals over the top
+    ``reader_k`` candidates: the smallest k whose top k holds the answer span for at least
+    :data:`READER_SPAN_SHARE` of English natural answerable questions whose candidates hold it,
+    out-of-fold selection) and are decided by the reader's model (no screen), fitted on
+    those languages' rows of the other folds. ``target`` None: each fold's operating point per
+    language by :func:`choose_target` on the other folds (recorded in ``chosen[fold]`` when
+    given), the screen keeping the same target; a number: that target everywhere. Hedge
+    thresholds by :func:`choose_hedge` inside the same training folds."""
+    from rag.reader import reader_signals
+
     groups = np.array([it.group for it in items])
     fold_of = assign_folds(items, folds)
     # Level 1: selection for each item from a selector fitted on the other folds.
@@ -336,62 +461,109 @@ def run_folds(items: list[Item], folds: int, target: float | None, cosine: Answe
             x = gate_features(it.prepared.hits, sel, it.prepared.relevance.floor,
                               cosine(it, sel), question_style(it.text, it.prepared.lang)).vector()
             out[i] = {"selection": sel, "gate_x": x, "label": gate_label(it, sel)}
+    if read is not None:  # the English reader over the top k, k by the 95 % rule
+        at_k = span_at_k(items, out)
+        k_read = min((k for k, v in at_k.items() if v >= READER_SPAN_SHARE), default=max(at_k))
+        for i, d in out.items():
+            it = items[i]
+            if it.lang not in READER_SCOPES:
+                continue
+            texts = [c.text for c in (d["selection"].ranked[:k_read] if d["selection"] else ())]
+            scores = read(it.prepared.query, texts) if texts else []
+            d.update(reader_scores=scores, reader_x=reader_signals(scores).vector(),
+                     reader_k=k_read, span_at_k=at_k)
     # Level 2: gate from the other folds' out-of-fold features, threshold by an inner CV.
     idx = np.array(sorted(out))
     x = np.stack([out[i]["gate_x"] for i in idx])
     label = np.array([-1 if out[i]["label"] is None else out[i]["label"] for i in idx])
     kinds = np.array([items[i].kind for i in idx])
     langs = np.array([items[i].lang for i in idx])
+    read_rows = np.array(["reader_x" in out[i] for i in idx])
+    xr = np.stack([np.concatenate([out[i]["gate_x"], out[i].get("reader_x", np.zeros(4))])
+                   for i in idx])
     g = groups[idx]
     item_fold = fold_of[idx]
     for f in range(folds):
         train = (item_fold != f) & (label >= 0)
         test = item_fold == f
-        p, t = {}, {}
+        p, t, h = {}, {}, {}
         targets = None if target is None else dict.fromkeys(("all", *THRESHOLD_SCOPES), target)
         totals = natural_totals(items, lambda it, f=f: it.fold != f)
+        offs = off_totals_of(items, lambda it, f=f: it.fold != f)
         for name, n in (("gate", len(GATE_FEATURES)), ("screen", len(SCREEN_FEATURES))):
             scaler, model = _fit(x[train][:, :n], label[train])
-            thresholds, targets = gate_threshold(x[train][:, :n], label[train], kinds[train],
-                                                 g[train], langs[train], folds - 1, targets,
-                                                 totals)
+            thresholds, targets, hedges = gate_threshold(
+                x[train][:, :n], label[train], kinds[train], g[train], langs[train], folds - 1,
+                targets, totals, off_totals=offs)
             if chosen is not None and name == "gate":
-                chosen[f] = targets
+                chosen[f] = dict(targets)
             p[name] = model.predict_proba(scaler.transform(x[test][:, :n]))[:, 1]
             t[name] = np.array([thresholds.get(items[i].lang, thresholds["all"])
                                 for i in idx[test]])
-        screened = np.abs(p["screen"] - t["screen"]) >= band
+            h[name] = np.array([hedges.get(items[i].lang, hedges["all"]) for i in idx[test]])
+        screened = (np.abs(p["screen"] - t["screen"]) >= band) & (
+            np.abs(p["screen"] - h["screen"]) >= band)
         final_p = np.where(screened, p["screen"], p["gate"])
         final_t = np.where(screened, t["screen"], t["gate"])
+        final_h = np.where(screened, h["screen"], h["gate"])
+        full_answered = p["gate"] >= t["gate"]
+        if read is not None:
+            rtrain = train & read_rows
+            rtest = read_rows[test]
+            scaler, model = _fit(xr[rtrain], label[rtrain])
+            rtargets = None if target is None else dict.fromkeys(READER_SCOPES, target)
+            thresholds, rtargets, hedges = gate_threshold(
+                xr[rtrain], label[rtrain], kinds[rtrain], g[rtrain], langs[rtrain], folds - 1,
+                rtargets, totals, scopes={lang: (lang,) for lang in READER_SCOPES},
+                grid=READER_TARGETS, off_totals=offs)
+            if chosen is not None:
+                chosen[f].update({f"{lang} read": v for lang, v in rtargets.items()})
+            pr = model.predict_proba(scaler.transform(xr[test]))[:, 1]
+            tr = np.array([thresholds.get(items[i].lang, 2.0) for i in idx[test]])
+            hr = np.array([hedges.get(items[i].lang, 2.0) for i in idx[test]])
+            final_p = np.where(rtest, pr, final_p)
+            final_t = np.where(rtest, tr, final_t)
+            final_h = np.where(rtest, hr, final_h)
+            screened = screened & ~rtest
+            full_answered = np.where(rtest, pr >= tr, full_answered)
         for k, i in enumerate(idx[test]):
-            out[i].update(p=float(final_p[k]), answered=bool(final_p[k] >= final_t[k]),
-                          screened=bool(screened[k]),
-                          full_answered=bool(p["gate"][k] >= t["gate"][k]))
+            confident = bool(final_p[k] >= final_t[k])
+            out[i].update(p=float(final_p[k]), answered=confident,
+                          hedged=not confident and bool(final_p[k] >= final_h[k]),
+                          screened=bool(screened[k]), full_answered=bool(full_answered[k]))
     return out
 
 
 def report(items: list[Item], decided: dict[int, dict], gate: bool = True) -> dict:
-    """Per language: natural answerable correct / wrong / refused, near-miss answered, and the
-    dataset categories answered; with n and the median answer length."""
+    """Per language: natural answerable correct / wrong / refused (confident answers), hedged
+    right / wrong, the fact delivered (a confident or hedged answer holds it), near-misses
+    answered confidently / hedged, and the dataset categories answered (either kind); with n
+    and the median answer length."""
     table: dict[str, dict] = defaultdict(lambda: defaultdict(list))
     chars: dict[str, list[int]] = defaultdict(list)
     for i, it in enumerate(items):
         d = decided.get(i)
-        answered = d is not None and (d["answered"] if gate else True)
         sel = d["selection"] if d else None
-        answered = answered and sel is not None
+        answered = d is not None and sel is not None and (d["answered"] if gate else True)
+        hedged = gate and d is not None and sel is not None and d.get("hedged", False)
         row = table[it.lang]
         if it.kind == "answerable":
-            correct = answered and it.answer in sel.text
-            row["answerable_correct"].append(correct)
-            row["answerable_wrong"].append(answered and not correct)
-            row["answerable_refused"].append(not answered)
+            holds = sel is not None and it.answer in sel.text
+            row["answerable_correct"].append(answered and holds)
+            row["answerable_wrong"].append(answered and not holds)
+            row["answerable_hedged_right"].append(hedged and holds)
+            row["answerable_hedged_wrong"].append(hedged and not holds)
+            row["answerable_delivered"].append((answered or hedged) and holds)
+            row["answerable_refused"].append(not (answered or hedged))
             # the candidates are the top hits read in the question's language
             row["answerable_in_top5"].append(any(it.answer in c.source.text
                                                  for c in it.candidates))
+        elif it.kind == "near_miss":
+            row["near_miss_answered"].append(answered)
+            row["near_miss_hedged"].append(hedged)
         else:
-            row[f"{it.kind}_answered"].append(answered)
-        if answered:
+            row[f"{it.kind}_answered"].append(answered or hedged)
+        if answered or hedged:
             chars[it.lang].append(len(sel.text))
     out = {}
     for lang in LANGUAGES:
@@ -403,15 +575,19 @@ def report(items: list[Item], decided: dict[int, dict], gate: bool = True) -> di
 
 
 ROWS = (
-    ("answerable_correct", "natural answerable: answered correctly"),
-    ("answerable_wrong", "natural answerable: answered wrongly"),
+    ("answerable_correct", "natural answerable: confident, correct"),
+    ("answerable_wrong", "natural answerable: confident, wrong"),
+    ("answerable_hedged_right", "natural answerable: hedged, holds the fact"),
+    ("answerable_hedged_wrong", "natural answerable: hedged, misses it"),
+    ("answerable_delivered", "natural answerable: fact delivered (either)"),
     ("answerable_refused", "natural answerable: refused"),
     ("answerable_in_top5", "natural answerable: span in a top-5 passage"),
-    ("near_miss_answered", "natural near-miss: answered"),
-    ("off_corpus_answered", "off-corpus: answered"),
-    ("dataset_answerable_answered", "dataset answerable: answered"),
+    ("near_miss_answered", "natural near-miss: answered confidently"),
+    ("near_miss_hedged", "natural near-miss: hedged"),
+    ("off_corpus_answered", "off-corpus: answered (either kind)"),
+    ("dataset_answerable_answered", "dataset answerable: answered (either)"),
     ("no_answer_present_answered", "dataset No Answer Present: answered"),
-    ("not_in_corpus_answered", "dataset not-in-corpus: answered"),
+    ("not_in_corpus_answered", "dataset not-in-corpus: answered (either)"),
 )
 
 
@@ -484,6 +660,40 @@ def plot(items: list[Item], decided: dict[int, dict], settings: RagSettings, out
     print(f"written {out_dir / 'natural_scores.png'} and {out_dir / 'gate_calibration.png'}")
 
 
+def reader_report(items: list[Item], decided: dict[int, dict]) -> None:
+    """English, out of fold: how often the reader's top candidate holds the span beside the
+    selector's pick (of the questions whose read candidates hold it), and how well the reader's
+    pick score and the base gate's signals tell a right answer from a wrong one or a
+    near-miss (ROC AUC)."""
+    rows = [(it, decided[i]) for i, it in enumerate(items) if i in decided
+            and "reader_scores" in decided[i] and it.kind in ("answerable", "near_miss")]
+    hold = [(it, d) for it, d in rows if it.kind == "answerable" and any(
+        it.answer in c.text for c in d["selection"].ranked[:len(d["reader_scores"])])]
+    sel_top = np.mean([it.answer in d["selection"].ranked[0].text for it, d in hold])
+    read_top = np.mean([it.answer in d["selection"].ranked[int(np.argmax(d["reader_scores"]))]
+                        .text for it, d in hold])
+    print(f"  of {len(hold)} English answerable questions with the span among the candidates "
+          f"read, the top one holds it: selector {100 * sel_top:.1f} %, reader "
+          f"{100 * read_top:.1f} %")
+
+    def blended(it: Item, d: dict, w: float) -> bool:
+        probs = np.clip([c.probability for c in d["selection"].ranked[:len(d["reader_scores"])]],
+                        1e-6, 1 - 1e-6)
+        z = np.asarray(d["reader_scores"]) + w * np.log(probs / (1 - probs))
+        return it.answer in d["selection"].ranked[int(np.argmax(z))].text
+
+    print("  a blend (reader logit + w x selector logit) as the pick, same questions: " + ", ".join(
+        f"w={w} {100 * np.mean([blended(it, d, w) for it, d in hold]):.1f} %"
+        for w in (0.5, 1.0, 2.0, 4.0)))
+    y = np.array([d["label"] for _, d in rows])
+    if len(set(y)) == 2:
+        for j, name in enumerate(("reader_pick", "reader_best", "reader_margin",
+                                  "reader_agrees")):
+            auc = roc_auc_score(y, [d["reader_x"][j] for _, d in rows])
+            print(f"  {name:<16} ROC AUC right answer vs wrong/near-miss (en natural): "
+                  f"{max(auc, 1 - auc):.3f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--index", type=Path, default=RagSettings.from_env().index_dir)
@@ -502,6 +712,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true")
     parser.add_argument("--screen-band", type=float, default=SCREEN_BAND,
                         help="probability distance at which the screen decides alone")
+    parser.add_argument("--no-reader", action="store_true",
+                        help="without the English reader (no reader_models in the gate file)")
+    parser.add_argument("--reader-cache", type=Path,
+                        help="pickle of the reader's scores by (question, candidate)")
     args = parser.parse_args(argv)
 
     settings = replace(RagSettings.from_env(), index_dir=args.index, use_gate=False)
@@ -516,8 +730,19 @@ def main(argv: list[str] | None = None) -> int:
                for line in path.open(encoding="utf-8") if line.strip()]
     items = collect(pipeline, natural, load_cases(args.data, args.not_in_corpus), args.cache)
     cosine = answer_cosines(pipeline)
+    read, save_reads = (None, lambda: None) if args.no_reader else reader_scores(args.reader_cache)
     chosen: dict[int, dict] = {}
-    decided = run_folds(items, args.folds, args.target, cosine, args.screen_band, chosen)
+    decided = run_folds(items, args.folds, args.target, cosine, args.screen_band, chosen, read)
+    save_reads()
+    read_k = next((d["reader_k"] for d in decided.values() if "reader_k" in d), None)
+    if read_k is not None:
+        at_k = next(d["span_at_k"] for d in decided.values() if "span_at_k" in d)
+        print("\nEnglish natural answerable questions whose candidates hold the span: the share "
+              "that hold it in the out-of-fold selector's top k: " + ", ".join(
+                  f"k={k} {100 * v:.1f} %" for k, v in at_k.items()))
+        print(f"  the reader reads the top {read_k} (the smallest k holding it for >= "
+              f"{100 * READER_SPAN_SHARE:.0f} %)")
+        reader_report(items, decided)
 
     floors_only = report(items, decided, gate=False)
     gated = report(items, decided)
@@ -525,12 +750,14 @@ def main(argv: list[str] | None = None) -> int:
     print_report("selection + gate, out of fold (nested thresholds)", gated)
     print("\ntargets chosen in each fold's training folds: " + "; ".join(
         f"{lang} " + "/".join(f"{chosen[f][lang]:.2f}" for f in sorted(chosen))
-        for lang in THRESHOLD_SCOPES if all(lang in chosen[f] for f in chosen)))
+        for lang in (*THRESHOLD_SCOPES, *(f"{r} read" for r in READER_SCOPES))
+        if all(lang in chosen[f] for f in chosen)))
 
     if args.curve:
         print("\nother targets, out of fold (correct / wrong / near-miss answered, %):")
         for target in args.curve:
-            rep = report(items, run_folds(items, args.folds, target, cosine, args.screen_band))
+            rep = report(items, run_folds(items, args.folds, target, cosine, args.screen_band,
+                                          read=read))
             cells = "   ".join(
                 f"{lang} {100 * rep[lang]['answerable_correct']['share']:.1f} / "
                 f"{100 * rep[lang]['answerable_wrong']['share']:.1f} / "
@@ -539,7 +766,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             print(f"  target {target:.2f}: {cells}")
         # folds back to --target
-        decided = run_folds(items, args.folds, args.target, cosine, args.screen_band)
+        decided = run_folds(items, args.folds, args.target, cosine, args.screen_band, read=read)
 
     reached = [d for d in decided.values() if "screened" in d]
     print(f"\nscreen (band {args.screen_band}): decided alone for "
@@ -587,14 +814,15 @@ def main(argv: list[str] | None = None) -> int:
     targets = None if args.target is None else dict.fromkeys(("all", *THRESHOLD_SCOPES),
                                                               args.target)
     totals = natural_totals(items)
+    offs = off_totals_of(items)
 
     def scoped_models(n: int) -> dict[str, dict]:
         """The logistic model over the first ``n`` gate signals with its per-scope thresholds
-        (the screen keeps the targets chosen for the full gate)."""
+        and hedge thresholds (the screen keeps the targets chosen for the full gate)."""
         nonlocal targets
         scaler, model = _fit(x[:, :n], y)
-        thresholds, targets = gate_threshold(x[:, :n], y, kinds, groups, langs, args.folds,
-                                             targets, totals)
+        thresholds, targets, hedges = gate_threshold(x[:, :n], y, kinds, groups, langs,
+                                                     args.folds, targets, totals, off_totals=offs)
         return {
             scope: {
                 "mean": scaler.mean_.tolist(),
@@ -602,23 +830,49 @@ def main(argv: list[str] | None = None) -> int:
                 "coef": model.coef_[0].tolist(),
                 "intercept": float(model.intercept_[0]),
                 "threshold": t,
+                "hedge_threshold": hedges[scope],
                 "target": targets[scope],
             }
             for scope, t in thresholds.items()
         }
+
+    def reader_models() -> dict[str, dict]:
+        """The English reader's model (gate signals + the reader's) per :data:`READER_SCOPES`
+        language, fitted on that language's cases with their out-of-fold reader signals."""
+        rows = [k for k, i in enumerate(idx) if "reader_x" in decided[i]]
+        if read is None or not rows:
+            return {}
+        xr = np.stack([np.concatenate([decided[idx[k]]["gate_x"], decided[idx[k]]["reader_x"]])
+                       for k in rows])
+        scaler, model = _fit(xr, y[rows])
+        rtargets = None if args.target is None else dict.fromkeys(READER_SCOPES, args.target)
+        thresholds, rtargets, hedges = gate_threshold(
+            xr, y[rows], kinds[rows], groups[rows], langs[rows], args.folds, rtargets, totals,
+            scopes={lang: (lang,) for lang in READER_SCOPES}, grid=READER_TARGETS,
+            off_totals=offs)
+        return {scope: {"mean": scaler.mean_.tolist(), "scale": scaler.scale_.tolist(),
+                        "coef": model.coef_[0].tolist(), "intercept": float(model.intercept_[0]),
+                        "threshold": t, "hedge_threshold": hedges[scope],
+                        "target": rtargets[scope]}
+                for scope, t in thresholds.items()}
 
     gate_module.MODEL_PATH.write_text(json.dumps({
         "features": list(GATE_FEATURES),
         "models": scoped_models(len(GATE_FEATURES)),
         "screen": scoped_models(len(SCREEN_FEATURES)),
         "screen_band": args.screen_band,
+        "reader_features": list(READER_FEATURES),
+        "reader_models": reader_models(),
+        "reader_top_k": read_k or 0,
         **fitted_for,
         "fitted_on": f"{len(idx)} cases clearing the floor (training questions + dataset queries "
         f"+ off-corpus), out-of-fold selection, encoder {pipeline.encoder.name}",
         "cv": f"GroupKFold({args.folds}) by query_id; thresholds keep each scope's target of "
         "right natural answers on inner out-of-fold probabilities, the target "
-        + ("chosen by choose_target (issue 22's bounds)" if args.target is None
-           else f"{args.target} (--target)"),
+        + ("chosen by choose_target (bounds: WRONG_BOUND, NEAR_MISS_BOUND)" if args.target is None
+           else f"{args.target} (--target)") + "; hedge thresholds by choose_hedge (a hedged "
+        f"band holds the fact for >= {HEDGE_PRECISION} of its natural questions, off-corpus "
+        f"answered <= {OFF_CORPUS_BOUND})",
     }, indent=1) + "\n", encoding="utf-8")
     AnswerabilityGate.load()  # the file reads back
     print(f"\nwritten {selection_module.MODEL_PATH} and {gate_module.MODEL_PATH}")

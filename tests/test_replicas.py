@@ -102,7 +102,7 @@ async def kill_between_replies(rs: ReplicaSet, victims: list[Replica], tg: FakeT
     SIGSTOP, given 0.2 s for what it already wrote to reach the stand-ins, then the victims
     killed if every reply marked ``sending`` (or done) has arrived, else all let run 5 ms
     more. A reply whose request had left a replica but not reached the channel when it died is
-    the one thing the inbox cannot save (never sent twice: README "Reliability"), so the test
+    the one thing the inbox cannot save (never sent twice: docs/operations.md), so the test
     does not kill inside that window (for at most 20 s; then it kills anyway)."""
     deadline = time.monotonic() + 20
     while True:
