@@ -25,7 +25,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -114,43 +114,52 @@ def encoder(request):
 @pytest.fixture(scope="session")
 def sample_index_dir(sample_passages, encoder, pytestconfig, request) -> Path:
     _refuse_in_fast_run(request)
+    reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")
+    capture = pytestconfig.pluginmanager.get_plugin("capturemanager")
+
+    def say(line: str) -> None:
+        """A line on the terminal now, past pytest's output capture (else it would show only
+        for a failing test)."""
+        if reporter is None or capture is None:
+            return
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(line)
+
+    return ensure_sample_index(sample_passages, encoder, say)
+
+
+def ensure_sample_index(sample_passages, encoder, say: Callable[[str], None]) -> Path:
+    """The index of the whole shared sample in the cache (see the module), built first where
+    missing, with a line per chunk to ``say``. ``.ci/run`` calls it before pytest
+    (``python3 -m tests.build_test_index``), so that no test's time limit (pytest-timeout) has
+    to hold a 2-10 minute build on a busy machine."""
     key = f"{corpus_hash(sample_passages)[:16]}-{encoder.name.replace(':', '_')}-v{INDEX_VERSION}"
     index_dir = CACHE / "test-index" / key
     index_dir.parent.mkdir(parents=True, exist_ok=True)
     # One build per machine: a second test run waits for the first instead of building too.
     with (index_dir.parent / f"{key}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        _build_once(sample_passages, encoder, index_dir, key, pytestconfig)
+        if not (index_dir / "meta.json").is_file():
+            _build(sample_passages, encoder, index_dir, key, say)
     return index_dir
 
 
-def _build_once(sample_passages, encoder, index_dir: Path, key: str, pytestconfig) -> None:
-    if not (index_dir / "meta.json").is_file():
-        reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")
-        capture = pytestconfig.pluginmanager.get_plugin("capturemanager")
+def _build(sample_passages, encoder, index_dir: Path, key: str,
+           say: Callable[[str], None]) -> None:
+    say(f"\nbuilding the test index of {len(sample_passages)} passages into {index_dir} "
+        "(once per machine; about 2-3 minutes on 2 cores)")
+    tmp = index_dir.with_name(key + f".tmp{os.getpid()}")
+    start = time.perf_counter()
 
-        def say(line: str) -> None:
-            """A line on the terminal now, past pytest's output capture (else it would show
-            only for a failing test)."""
-            if reporter is None or capture is None:
-                return
-            with capture.global_and_fixture_disabled():
-                reporter.write_line(line)
+    def line_per_chunk(n_done: int, n_total: int) -> None:
+        say(f"  test index: {n_done} of {n_total} passages encoded "
+            f"({time.perf_counter() - start:.0f} s)")
 
-        say(f"\nbuilding the test index of {len(sample_passages)} passages into {index_dir} "
-            "(once per machine; about 2-3 minutes on 2 cores)")
-        tmp = index_dir.with_name(key + f".tmp{os.getpid()}")
-        start = time.perf_counter()
-
-        def line_per_chunk(n_done: int, n_total: int) -> None:
-            say(f"  test index: {n_done} of {n_total} passages encoded "
-                f"({time.perf_counter() - start:.0f} s)")
-
-        build_index(sample_passages, encoder, tmp, show_progress=False, on_chunk=line_per_chunk)
-        try:
-            tmp.rename(index_dir)
-        except OSError:  # another test run finished the same build first
-            shutil.rmtree(tmp)
+    build_index(sample_passages, encoder, tmp, show_progress=False, on_chunk=line_per_chunk)
+    try:
+        tmp.rename(index_dir)
+    except OSError:  # another test run finished the same build first
+        shutil.rmtree(tmp)
 
 
 @pytest.fixture(scope="session")
