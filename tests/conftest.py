@@ -29,6 +29,8 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 
 from rag.corpus import corpus_hash, read_passages
 from rag.encoders import load_encoder
@@ -48,6 +50,18 @@ from tests.pgcluster import ThrowawayCluster, find_bindir
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data" / "msmarco-xi-sample"
 CACHE = Path(os.environ.get("VOICE_RAG_TEST_CACHE", Path.home() / ".cache" / "voice-rag"))
+
+
+# Hypothesis profiles (tests/test_fuzz.py): "fast" (the default) keeps the fast subset fast,
+# "ci" runs more examples (.ci/run exports HYPOTHESIS_PROFILE=ci). No example database (several
+# engineers share one tree): a failure prints the example and its @reproduce_failure blob.
+hypothesis_settings.register_profile(
+    "fast", max_examples=60, deadline=None, database=None, print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+hypothesis_settings.register_profile(
+    "ci", max_examples=1500, deadline=None, database=None, print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fast"))
 
 
 REAL_FIXTURES = frozenset({"encoder", "sample_index_dir", "sample_index", "settings", "pipeline"})
