@@ -12,7 +12,7 @@ is the population of અમદાવાદ?") stays English, and a Hindi questio
 apart by its grammar words (:mod:`rag.romanized`). Words were chosen over letters because an Indic
 word has fewer letters than the same word in Latin (its vowels are marks): by letters,
 "iPhone 15 Pro Max की कीमत क्या है" would be English. ``tests/fixtures/mixed_script.tsv`` holds
-the mixed inputs this rule was measured on (README: "Language of a question").
+the mixed inputs this rule was measured on (docs/questions.md: "Language of a question").
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ filled by real bot runs (tests/dashboard_runs.py). The list, a filter, a decisio
 CSV export (downloaded by the browser), the other pages, and the list on a phone-sized window.
 
 Each view is saved as a PNG: into ``$DASHBOARD_SCREENSHOT_DIR`` when set (``docs/img`` makes the
-README's screenshots), else a temporary folder:
+screenshots in docs/channels.md), else a temporary folder:
 
     DASHBOARD_SCREENSHOT_DIR=docs/img python3 -m pytest -q tests/test_dashboard_browser.py
 

@@ -67,7 +67,7 @@ async def kill_between_replies(proc, tg: FakeTelegram, db_target) -> None:
     0.1 s for what it already wrote to reach the server, then killed if every reply it marked
     ``sending`` (or done) has arrived, else let run 5 ms more. A reply whose request left the
     bot but had not reached Telegram when it died is the one thing the inbox cannot save (it
-    is not sent twice; README "Reliability"), so the test does not kill inside that window
+    is not sent twice; docs/operations.md), so the test does not kill inside that window
     (for at most 10 s: without an inbox nothing is ever marked, and it kills anyway)."""
     deadline = time.monotonic() + 10
     while True:

@@ -65,6 +65,6 @@ class WhatsAppSettings:
         """The first required setting not set, as a user message; None when all are."""
         for name in ("token", "phone_number_id", "app_secret", "verify_token"):
             if not getattr(self, name):
-                return (f"WHATSAPP_{name.upper()} is not set: see 'WhatsApp' in README.md for "
-                        "where each value comes from")
+                return (f"WHATSAPP_{name.upper()} is not set: see docs/channels.md, 'WhatsApp', "
+                        "for where each value comes from")
         return None
