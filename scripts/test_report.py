@@ -31,10 +31,13 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from bench_answer_stage import (  # noqa: E402
+    ANSWER_STAGES,
     BASELINE_REF,
     CACHE,
     SAMPLE,
@@ -50,11 +53,18 @@ _MEASURE = r"""
 import json, sys
 from rag.pipeline import Pipeline
 from rag.settings import RagSettings
+STAGES = sys.argv[1].split(",")
 pipeline = Pipeline.from_settings(RagSettings.from_env())
+texts = json.load(sys.stdin)
+for text in texts:  # warm-up pass; the second is reported, no vector kept from the first
+    pipeline.ask(text)
+if hasattr(pipeline, "embeddings"):
+    pipeline.embeddings = type(pipeline.embeddings)(max_entries=0)
 out = []
-for text in json.load(sys.stdin):
+for text in texts:
     r = pipeline.ask(text)
-    out.append([bool(r.is_answered), r.answer or "", r.status.value])
+    ms = sum(s.elapsed_ms for s in r.trace.stages if s.name in STAGES)
+    out.append([bool(r.is_answered), r.answer or "", r.status.value, ms])
 print(json.dumps(out, ensure_ascii=False))
 """
 
@@ -72,7 +82,8 @@ def load_rows(paths: list[Path], offcorpus: bool) -> list[dict]:
 
 
 def ask_all(code_dir: Path, env: dict[str, str], texts: list[str]) -> list[list]:
-    proc = subprocess.run([sys.executable, "-c", _MEASURE], input=json.dumps(texts),
+    proc = subprocess.run([sys.executable, "-c", _MEASURE, ",".join(ANSWER_STAGES)],
+                          input=json.dumps(texts),
                           capture_output=True, text=True, env=env, cwd=code_dir)
     if proc.returncode:
         raise SystemExit(f"{code_dir}: the pipeline failed:\n{proc.stderr[-3000:]}")
@@ -85,7 +96,7 @@ def table(rows: list[dict], answers: list[list]) -> dict:
     "n_off_corpus", "off_corpus_answered"}} (shares 0-1; ``correct``/``wrong``/
     ``near_miss_answered`` count confident answers, ``off_corpus_answered`` either kind)."""
     acc: dict = defaultdict(lambda: defaultdict(list))
-    for row, (answered, answer, status) in zip(rows, answers, strict=True):
+    for row, (answered, answer, status, _ms) in zip(rows, answers, strict=True):
         hedged = status == "hedged"
         for key in ((row["lang"], row["style"]), (row["lang"], "all")):
             cell = acc[key]
@@ -208,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rows = load_rows(args.questions, not args.no_offcorpus)
     texts = [r["question"] for r in rows]
-    results = {}
+    results, answers = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "corpus.jsonl"
         key = topic_corpus(None, corpus)  # the whole sample, as bench_answer_stage's default
@@ -220,12 +231,24 @@ def main(argv: list[str] | None = None) -> int:
             env = side_env(base_dir, index_dir, own_defaults=True)
             if not (index_dir / "meta.json").is_file():
                 build_index(base_dir, corpus, env)
-            results[f"baseline {args.baseline_ref}"] = table(rows, ask_all(base_dir, env, texts))
-        results["this checkout"] = table(rows, ask_all(ROOT, dict(os.environ), texts))
+            answers[f"baseline {args.baseline_ref}"] = ask_all(base_dir, env, texts)
+            results[f"baseline {args.baseline_ref}"] = table(
+                rows, answers[f"baseline {args.baseline_ref}"])
+        answers["this checkout"] = ask_all(ROOT, dict(os.environ), texts)
+        results["this checkout"] = table(rows, answers["this checkout"])
     print(f"{len(rows)} questions from {', '.join(p.name for p in args.questions)}"
           + ("" if args.no_offcorpus else " + off-corpus"))
     for name, result in results.items():
         print_table(name, result)
+    print(f"\nanswer stage ({' + '.join(ANSWER_STAGES)}), ms, second pass with no vector kept "
+          "from the first, each side in the same run: P50 / P95 over the questions it answered "
+          "(confident or hedged); over all")
+    for name, rows_ in answers.items():
+        shown = np.array([r[3] for r in rows_ if r[2] in ("answered", "hedged")] or [0.0])
+        every = np.array([r[3] for r in rows_])
+        print(f"  {name:<22} {np.median(shown):7.2f} / {np.percentile(shown, 95):7.2f}   "
+              f"{np.median(every):7.2f} / {np.percentile(every, 95):7.2f}  (n {len(shown)} "
+              f"of {len(every)})")
     if args.json:
         args.json.write_text(json.dumps({name: {" ".join(k): v for k, v in r.items()}
                                          for name, r in results.items()}, indent=1) + "\n")
