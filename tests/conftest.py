@@ -162,6 +162,8 @@ def _build(sample_passages, encoder, index_dir: Path, key: str,
            say: Callable[[str], None]) -> None:
     say(f"\nbuilding the test index of {len(sample_passages)} passages into {index_dir} "
         "(once per machine; about 2-3 minutes on 2 cores)")
+    for stale in index_dir.parent.glob(f"{key}.tmp*"):  # builds killed half-way (we hold the lock)
+        shutil.rmtree(stale, ignore_errors=True)
     tmp = index_dir.with_name(key + f".tmp{os.getpid()}")
     start = time.perf_counter()
 
