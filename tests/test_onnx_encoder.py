@@ -148,3 +148,45 @@ def test_int8_export_keeps_no_fp32_weight_matrix(onnx_dir):
     ops = [node.op_type for node in graph.node]
     assert ops.count("MatMulNBits") == 24 and ops.count("MultiHeadAttention") == 12
     assert ops.count("DynamicQuantizeMatMul") + ops.count("MatMulInteger") >= 48
+
+
+@pytest.mark.slow  # exports (~40 s) or reuses the ONNX model
+def test_export_holds_the_whole_word_embedding_table(onnx_dir):
+    """The graphs are exported and transformed with a stand-in table of STUB_ROWS rows; every
+    variant's weights file must hold the offline folder's whole table instead, byte for byte."""
+    import onnx
+    from onnx.external_data_helper import ExternalDataInfo
+
+    from ragtools.offline_e5 import ensure_offline_model
+    from ragtools.onnx_export import _table_bytes
+
+    start, length, shape = _table_bytes(ensure_offline_model())
+    with (ensure_offline_model() / "model.safetensors").open("rb") as fh:
+        fh.seek(start)
+        table = fh.read(length)
+    for variant in ("fp32", "int8"):
+        path = model_file(onnx_dir, variant)
+        graph = onnx.load(str(path), load_external_data=False).graph
+        [tensor] = [t for t in graph.initializer if t.name.endswith("word_embeddings.weight")]
+        assert list(tensor.dims) == shape == [250_037, 384]
+        info = ExternalDataInfo(tensor)
+        assert info.length == length
+        with path.with_name(path.name + ".data").open("rb") as fh:
+            fh.seek(info.offset)
+            assert fh.read(info.length) == table
+
+
+def test_export_from_a_folder_without_the_table_is_a_clear_error(tmp_path):
+    import json
+    import struct
+
+    from ragtools.onnx_export import _table_bytes
+
+    with pytest.raises(EncoderUnavailableError, match="model.safetensors is missing"):
+        _table_bytes(tmp_path)
+    header = json.dumps({"pooler.dense.bias": {"dtype": "F32", "shape": [384],
+                                               "data_offsets": [0, 1536]}}).encode()
+    (tmp_path / "model.safetensors").write_bytes(
+        struct.pack("<Q", len(header)) + header + bytes(1536))
+    with pytest.raises(EncoderUnavailableError, match="word_embeddings.weight is missing"):
+        _table_bytes(tmp_path)
