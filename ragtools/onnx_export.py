@@ -315,7 +315,13 @@ def _externalise(path: Path, table: str, model_dir: Path) -> None:
                     src.seek(start)
                     left = length
                     while left:
-                        left -= out.write(src.read(min(left, 1 << 24)))
+                        chunk = src.read(min(left, 1 << 24))
+                        if not chunk:
+                            raise EncoderUnavailableError(
+                                f"{_weights_file(model_dir)} ends {left} bytes into "
+                                f"{WORD_EMBEDDINGS}: rebuild it (python -m ragtools build-model)"
+                            )
+                        left -= out.write(chunk)
                 del tensor.dims[:]
                 tensor.dims.extend(shape)
             else:

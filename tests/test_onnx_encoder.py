@@ -190,3 +190,56 @@ def test_export_from_a_folder_without_the_table_is_a_clear_error(tmp_path):
         struct.pack("<Q", len(header)) + header + bytes(1536))
     with pytest.raises(EncoderUnavailableError, match="word_embeddings.weight is missing"):
         _table_bytes(tmp_path)
+
+
+def _table_folder(folder: Path, rows: int, stored_rows: int) -> np.ndarray:
+    """A folder whose model.safetensors holds a float32 (rows, 384) table as its word
+    embeddings, cut after ``stored_rows`` rows; returns the whole table."""
+    import json
+    import struct
+
+    table = np.arange(rows * 384, dtype=np.float32).reshape(rows, 384)
+    header = json.dumps({"embeddings.word_embeddings.weight": {
+        "dtype": "F32", "shape": [rows, 384], "data_offsets": [0, table.nbytes]}}).encode()
+    (folder / "model.safetensors").write_bytes(
+        struct.pack("<Q", len(header)) + header + table[:stored_rows].tobytes())
+    return table
+
+
+def test_externalise_writes_the_whole_table_in_place_of_the_stand_in(tmp_path):
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    from ragtools.onnx_export import STUB_ROWS, _externalise
+
+    table = _table_folder(tmp_path, rows=40, stored_rows=40)
+    name = "inner.embeddings.word_embeddings.weight"
+    stub = numpy_helper.from_array(table[:STUB_ROWS], name)
+    graph = helper.make_graph(
+        [helper.make_node("Gather", [name, "ids"], ["out"])], "g",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, ["n"])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["n", 384])], [stub])
+    path = tmp_path / "model.onnx"
+    onnx.save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+                    str(path))
+    _externalise(path, name, tmp_path)
+    ids = np.array([0, STUB_ROWS + 3, 39], dtype=np.int64)
+    out = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(
+        None, {"ids": ids})[0]
+    np.testing.assert_array_equal(out, table[ids])  # rows past the stand-in's come from the file
+
+
+def test_externalise_refuses_a_cut_weights_file(tmp_path):
+    import onnx
+    from onnx import helper, numpy_helper
+
+    from ragtools.onnx_export import _externalise
+
+    table = _table_folder(tmp_path, rows=40, stored_rows=20)
+    name = "inner.embeddings.word_embeddings.weight"
+    graph = helper.make_graph([], "g", [], [], [numpy_helper.from_array(table[:16], name)])
+    path = tmp_path / "model.onnx"
+    onnx.save_model(helper.make_model(graph), str(path))
+    with pytest.raises(EncoderUnavailableError, match="ends 30720 bytes into"):
+        _externalise(path, name, tmp_path)
