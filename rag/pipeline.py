@@ -485,7 +485,11 @@ class Pipeline:
     def _lexical_guard(self, prepared: Prepared) -> None:
         """Refuse an answer read from a passage that shares no content word with the question,
         whatever the floor and the gate said (:func:`rag.guards.check_lexical_support`); the
-        passage checked is the one the answer is read from and the hit it stands for.
+        passage checked is the one the answer is read from, the hit it stands for, and that
+        hit's English translation: the English terms of a code-mixed question ("HTTP ka full
+        form kya hai", "Catnip किस plant family का member है?") are in the English passage,
+        transliterated in the Hindi one (on the Hindi training questions the guard refused 24
+        answerable ones the gate passed when it read the Hindi passage alone).
 
         Raises:
             _Refused: ``Status.REFUSED_UNANSWERABLE`` with code ``no_shared_words``.
@@ -495,7 +499,9 @@ class Pipeline:
             return
         with prepared.trace.timed("lexical_guard") as stage:
             best = selection.best
-            texts = list(dict.fromkeys((best.source.text, best.hit.passage.text)))
+            english = self._sibling(best.hit, "en")
+            texts = list(dict.fromkeys((best.source.text, best.hit.passage.text,
+                                        english.text if english else "")))
             lexical = check_lexical_support(prepared.query, texts)
             stage.decision = "passed" if lexical.is_supported else "refused"
             stage.detail = lexical.detail
