@@ -13,7 +13,7 @@ import pytest
 
 from bot.chat.commands import lang_reply, why_reply
 from bot.chat.limits import MAX_ANSWER_CHARS, MAX_SPEECH_CHARS, MAX_VOICE_REPLY_S
-from bot.chat.questions import answer_text
+from bot.chat.questions import answer_text, reply_to_text
 from bot.chat.services import Services
 from bot.chat.types import Asker
 from bot.chat.voice_reply import encode_voice_note
@@ -97,3 +97,44 @@ def _silent_wav(seconds: float, rate_hz: int = 8000) -> bytes:
 def test_a_spoken_reply_never_lasts_longer_than_the_maximum():
     audio = encode_voice_note(_silent_wav(519.0))  # the 5,999-character answer's length
     assert MAX_VOICE_REPLY_S - 1 <= audio.duration_s <= MAX_VOICE_REPLY_S
+
+
+
+async def test_a_telegram_and_a_whatsapp_sender_with_one_id_share_no_rate_limit(
+        tmp_path, fake_settings, fake_pipeline):
+    """Issue 33: in one process (SQLite: the in-memory limit), the limit ON at one message a
+    minute: Telegram's user 42 and WhatsApp's number 42 are two senders, each with its own
+    window, as they are across replicas (``storage.ratelimit`` keys ``channel:id``)."""
+    settings = Settings.from_env({"BOT_DB_PATH": str(tmp_path / "bot.sqlite3"),
+                                  "BOT_RATE_LIMIT_N": "1", "BOT_RATE_LIMIT_WINDOW_S": "60"})
+    services = await Services.open(replace(settings, rag=fake_settings), fake_pipeline)
+    try:
+        assert services.shared is None  # the in-memory limit
+        telegram = Asker("telegram", 42, user_id=42, message_id=1)
+        whatsapp = Asker("whatsapp", 42, user_id=42, message_key="wamid.1")
+        replies = [await reply_to_text(services, asker, "/help")
+                   for asker in (telegram, whatsapp, replace(telegram, message_id=2))]
+    finally:
+        await services.close()
+    helped_telegram, helped_whatsapp, limited = [[str(m) for m in r.messages] for r in replies]
+    assert helped_telegram[0].startswith("Hello! Ask me a question")
+    assert helped_whatsapp[0].startswith("Hello! Ask me a question"), helped_whatsapp
+    # the limit is on: Telegram's 42 used its one message of the minute
+    assert limited[0].startswith("Too many messages: please wait"), limited
+
+
+async def test_the_same_question_from_a_telegram_and_a_whatsapp_chat_with_one_id_is_no_repeat(
+        services):
+    """Issue 33: the in-memory repeat window keys each chat by channel and id, as the
+    replicas' one does (``storage.repeats``)."""
+    assert services.shared is None  # the in-memory repeat window
+    telegram = Asker("telegram", 42, user_id=42, message_id=1)
+    whatsapp = Asker("whatsapp", 42, user_id=42, message_key="wamid.1")
+    replies = [await answer_text(services, asker, XBOX)
+               for asker in (telegram, whatsapp, replace(telegram, message_id=2))]
+    answer_telegram, answer_whatsapp, repeat = [[str(m) for m in r.messages] for r in replies]
+    assert "Sources" in answer_telegram[0]
+    assert "Sources" in answer_whatsapp[0], answer_whatsapp
+    assert replies[1].decision_id not in (None, replies[0].decision_id)
+    # the window is on: Telegram's 42 asked it a moment ago
+    assert repeat == ["You asked this a moment ago: my answer is above."], repeat

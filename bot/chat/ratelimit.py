@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Hashable
 
 from storage.ratelimit import RATE_ALLOWED, RateDecision
 
 
 class RateLimiter:
     """At most ``max_n`` events per user in any ``window_s`` seconds.
+
+    A user is any hashable key: the chat layer passes ``(channel, sender id)``
+    (``bot.chat.shared.acquire``), so Telegram's user 42 and WhatsApp's number 42 are two
+    users, as in the replicas' shared limit (key ``"<channel>:<sender id>"``).
 
     ``max_n <= 0`` allows everything. State is in memory, one deque of timestamps per user
     that has an event in the current window, and for users who were told to wait, when they
@@ -25,10 +30,10 @@ class RateLimiter:
     def __init__(self, max_n: int, window_s: float) -> None:
         self.max_n = max_n
         self.window_s = window_s
-        self._events: dict[int, deque[float]] = {}
-        self._notice: dict[int, tuple[float, float]] = {}  # (told at, last refused at)
+        self._events: dict[Hashable, deque[float]] = {}
+        self._notice: dict[Hashable, tuple[float, float]] = {}  # (told at, last refused at)
 
-    def peek_wait_s(self, user_id: int, now_s: float) -> int:
+    def peek_wait_s(self, user_id: Hashable, now_s: float) -> int:
         """Seconds ``user_id`` would have to wait at ``now_s`` (monotonic seconds): 0 when a
         message would be allowed, else whole seconds (≥ 1) until the oldest event in the window
         expires. Records nothing: calling it any number of times changes no later answer."""
@@ -39,7 +44,7 @@ class RateLimiter:
             return 0
         return max(1, math.ceil(recent[0] + self.window_s - now_s))
 
-    def acquire(self, user_id: int, now_s: float) -> RateDecision:
+    def acquire(self, user_id: Hashable, now_s: float) -> RateDecision:
         """Decide one message of ``user_id`` at ``now_s`` (monotonic seconds), and record it.
 
         Returns:
@@ -64,7 +69,7 @@ class RateLimiter:
         self._prune(now_s)
         return RATE_ALLOWED
 
-    def _is_notice(self, user_id: int, now_s: float) -> bool:
+    def _is_notice(self, user_id: Hashable, now_s: float) -> bool:
         """Record a refusal of ``user_id`` at ``now_s``: True (a notice) when the user was not
         told to wait, or not refused for ``window_s``; else False."""
         told = self._notice.get(user_id)

@@ -8,6 +8,7 @@ which is what a user who got no answer wants. Texts are compared as the pipeline
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 
 from rag.text import clean_query, tokenize
@@ -33,12 +34,16 @@ class _Seen:
 
 @dataclass(slots=True)
 class RepeatFilter:
-    """Remembers each chat's questions for ``window_s`` seconds (0 turns the filter off)."""
+    """Remembers each chat's questions for ``window_s`` seconds (0 turns the filter off).
+
+    A chat is any hashable key: the chat layer passes ``(channel, chat id)``
+    (``bot.chat.shared.check_repeat``), so Telegram's chat 42 and WhatsApp's number 42 are two
+    chats, as in the replicas' shared window (key ``"<channel>:<chat id>"``)."""
 
     window_s: float = 30.0
-    _seen: dict[int, dict[str, _Seen]] = field(default_factory=dict)
+    _seen: dict[Hashable, dict[str, _Seen]] = field(default_factory=dict)
 
-    def check(self, chat_id: int, message_id: int | None, text: str, now_s: float
+    def check(self, chat_id: Hashable, message_id: int | None, text: str, now_s: float
               ) -> Repeat | None:
         """None for a new question (remembered from now on), else the :class:`Repeat` it is.
         ``now_s`` is monotonic seconds. The same message seen again (an edit, a replay) is
@@ -56,7 +61,7 @@ class RepeatFilter:
         seen.n_repeats += 1
         return Repeat(seen.message_id, now_s - seen.at_s, seen.n_repeats)
 
-    def forget(self, chat_id: int, text: str) -> None:
+    def forget(self, chat_id: Hashable, text: str) -> None:
         """Let ``text`` be asked again at once (its answer failed: a retry deserves one)."""
         self._seen.get(chat_id, {}).pop(question_key(text), None)
 

@@ -92,13 +92,14 @@ async def prune_forever(shared: SharedStores, every_s: float = PRUNE_EVERY_S) ->
 
 
 async def acquire(services, asker: Asker) -> RateDecision:
-    """Count one message of ``asker``'s sender (``Asker.sender_id``) against the rate limit;
-    always allowed without a sender (the console)."""
+    """Count one message of ``asker``'s sender (``Asker.sender_id``) against the rate limit,
+    keyed by channel and sender in memory and in the database alike; always allowed without a
+    sender (the console)."""
     sender_id = asker.sender_id
     if sender_id is None:
         return RATE_ALLOWED
     if services.shared is None:
-        return services.limiter.acquire(sender_id, services.clock())
+        return services.limiter.acquire((asker.channel, sender_id), services.clock())
     return await services.shared.limits.acquire(f"{asker.channel}:{sender_id}")
 
 
@@ -113,7 +114,8 @@ async def check_repeat(services, asker: Asker, text: str) -> Repeat | None:
     :class:`~bot.chat.repeats.Repeat` it is; the same message seen again (a replay, another
     replica taking it over) is never its own repeat."""
     if services.shared is None:
-        return services.repeats.check(asker.chat_id, asker.message_id, text, services.clock())
+        return services.repeats.check((asker.channel, asker.chat_id), asker.message_id, text,
+                                      services.clock())
     seen = await services.shared.repeats.check(f"{asker.channel}:{asker.chat_id}",
                                                _message_key(asker), question_key(text))
     if seen is None:
@@ -126,7 +128,7 @@ async def check_repeat(services, asker: Asker, text: str) -> Repeat | None:
 async def forget_repeat(services, asker: Asker, text: str) -> None:
     """Let ``text`` be asked again at once in ``asker``'s chat (its answer failed)."""
     if services.shared is None:
-        services.repeats.forget(asker.chat_id, text)
+        services.repeats.forget((asker.channel, asker.chat_id), text)
     else:
         await services.shared.repeats.forget(f"{asker.channel}:{asker.chat_id}",
                                              question_key(text))
