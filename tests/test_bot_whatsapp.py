@@ -391,6 +391,17 @@ async def test_a_question_delivered_late_gets_an_apology_not_an_answer(front, gr
     await post(front, text_message(WA_ID, XBOX, message_id="wamid.old", sent_at=sent_at))
     [apology] = bodies(graph)
     assert "too late" in apology and await decisions(bot_settings.bot.db_path) == 0
+    assert (await outcome(front, "wamid.old")).startswith("stale_apology age_s=")
+
+
+async def test_a_late_question_from_a_stranger_gets_no_apology(front, graph, wa, bot_settings):
+    """Issue 33: the allow-list comes before the apology, as before any answer."""
+    front.wa = replace(wa, allowed_numbers=("14155550100",))
+    front.services.channels["whatsapp"] = whatsapp_policy(front.wa)
+    sent_at = time.time() - bot_settings.bot.inbox_max_age_s - 60
+    await post(front, text_message(WA_ID, XBOX, message_id="wamid.old", sent_at=sent_at))
+    assert graph.delivered() == []
+    assert (await outcome(front, "wamid.old")).startswith("stale_not_allowed age_s=")
 
 
 async def test_allow_list_by_number(front, graph, wa):

@@ -14,6 +14,7 @@ import sqlite3
 import sys
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -185,6 +186,66 @@ async def test_question_older_than_the_max_age_gets_an_apology_not_an_answer(
         n_decisions = conn.execute("SELECT COUNT(*) FROM decisions").fetchone()[0]
     assert status == "done" and outcome.startswith("stale_apology age_s=36")
     assert n_decisions == 0
+
+
+def stale_message(message_id: int, user_id: int, language_code: str = "en") -> dict:
+    """A private text message from ``user_id`` sent an hour ago (beyond BOT_INBOX_MAX_AGE_S),
+    as a replay after a long outage brings it."""
+    return {"message_id": message_id, "date": int(time.time()) - 3600,
+            "from": {"id": user_id, "is_bot": False, "first_name": "Asha",
+                     "language_code": language_code},
+            "chat": {"id": user_id, "type": "private", "first_name": "Asha"}, "text": tbt.XBOX}
+
+
+def inbox_outcome(bot_settings, chat_id: int, message_id: int) -> tuple[str, str] | None:
+    with sqlite3.connect(bot_settings.bot.db_path) as conn:
+        return conn.execute("SELECT status, outcome FROM inbox WHERE message_key = ?",
+                            (f"{chat_id}/{message_id}/0",)).fetchone()
+
+
+async def test_too_late_apology_honours_the_chats_lang_and_goes_through_the_outbox(
+        bot, tg, bot_settings, monkeypatch):
+    """Issue 33: an English-speaking user who chose ``/lang hi`` gets the Hindi apology, sent
+    by the channel's outbox like every other reply (marked ``sending`` before it leaves)."""
+    await tg.push_text(tbt.CHAT, "/lang hi")
+    await tbt.replies(tg)
+    outbox = bot.bot_data["outbox"]
+    sent_by_outbox: list[tuple[int, list[str]]] = []
+    send_text = outbox.send_text
+
+    async def recording(asker, texts, on_wire):
+        sent_by_outbox.append((asker.chat_id, [str(text) for text in texts]))
+        return await send_text(asker, texts, on_wire)
+
+    monkeypatch.setattr(outbox, "send_text", recording)
+    await tg.push_update({"message": stale_message(7002, tbt.CHAT, language_code="en")})
+    [apology] = await tbt.replies(tg)
+    hindi = ("माफ़ कीजिए, यह सवाल मुझ तक बहुत देर से पहुँचा (मैं फिर से शुरू हो रहा "
+             "था)। कृपया इसे दोबारा पूछें।")
+    assert apology == hindi
+    assert sent_by_outbox == [(tbt.CHAT, [hindi])]
+    await wait_until(lambda: inbox_outcome(bot_settings, tbt.CHAT, 7002)[0] == "done",
+                     timeout_s=10)
+    assert inbox_outcome(bot_settings, tbt.CHAT, 7002)[1].startswith("stale_apology age_s=36")
+
+
+async def test_too_late_message_from_a_stranger_gets_no_apology(tg, bot_settings,
+                                                                fake_pipeline):
+    """Issue 33: the allow-list comes first, as for any answer: a stranger's stale message is
+    closed in the inbox with nothing sent; the allowed user's one gets the apology."""
+    settings = replace(bot_settings, bot=replace(bot_settings.bot, allowed_user_ids=(tbt.CHAT,)))
+    async with tbt.running(settings, fake_pipeline):
+        await tg.push_update({"message": stale_message(7003, tbt.CHAT + 1)})
+        assert await wait_until(
+            lambda: (inbox_outcome(settings, tbt.CHAT + 1, 7003) or ("",))[0] == "done",
+            timeout_s=20, step_s=0.05)
+        await tg.push_update({"message": stale_message(7004, tbt.CHAT)})
+        [apology] = await tbt.replies(tg)
+    assert apology.startswith("Sorry, this question reached me too late")
+    [sent] = [c for c in tg.calls if c.method == "sendMessage"]
+    assert int(sent.params["chat_id"]) == tbt.CHAT
+    status, outcome = inbox_outcome(settings, tbt.CHAT + 1, 7003)
+    assert outcome.startswith("stale_not_allowed")
 
 
 async def accepting(port: int, timeout_s: float = 30.0) -> None:

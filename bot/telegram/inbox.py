@@ -30,16 +30,14 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
 
-from telegram import Bot, ReplyParameters, Update
+from telegram import Bot, Update
 from telegram.error import TelegramError
 from telegram.ext import AIORateLimiter, Application
 
 from bot.chat.delivery import OnWire
 from bot.chat.inbox import ChannelInbox, Claim, Handler
-from bot.chat.messages import t
-from bot.chat.render import Text
-from bot.telegram.incoming import CHANNEL, asker_of, is_for_bot
-from bot.telegram.markup import HTML
+from bot.chat.lifecycle import answer_too_late
+from bot.telegram.incoming import asker_of, is_for_bot
 from storage.inbox import InboxItem
 
 log = logging.getLogger(__name__)
@@ -175,21 +173,16 @@ claims of the updates being handled are in ``bot_data["claims"]`` by ``update_id
 
     async def _apologise(self, update: Update, claim: Claim, age_s: float) -> None:
         """Tell the asker their question came too late to answer (in private chats, or when it
-        was addressed to the bot), and note it."""
+        was addressed to the bot): the chat layer's :func:`~bot.chat.lifecycle.answer_too_late`
+        (allow-list, the chat's language, the outbox), and note it."""
         message = update.effective_message
         if not is_for_bot(message, self.bot.username, self.bot.id):
             claim.outcome = f"stale_ignored age_s={age_s:.0f}"
             return
-        lang = asker_of(message).interface_lang or "en"
-        log.warning("inbox_stale channel=%s chat_id=%d age_s=%.0f reply=apology", CHANNEL,
-                    message.chat_id, age_s)
         try:
-            with replying_to(claim.sending):
-                await self.bot.send_message(
-                    message.chat_id, HTML.render(Text.plain(t("stale_question", lang))),
-                    reply_parameters=ReplyParameters(message.message_id,
-                                                     allow_sending_without_reply=True))
-            claim.outcome = f"stale_apology age_s={age_s:.0f}"
+            claim.outcome = await answer_too_late(
+                self.bot_data["services"], self.bot_data["outbox"],
+                asker_of(message, self.bot.id), age_s, claim.sending)
         except TelegramError as exc:
             claim.outcome = f"stale_apology_failed detail={exc.message}"
         except Exception as exc:

@@ -56,6 +56,7 @@ from bot.chat.context import load_context
 from bot.chat.delivery import DeliveryError, OnWire, deliver
 from bot.chat.dispatch import CLOSE_WAIT_S
 from bot.chat.inbox import Claim, channel_inbox
+from bot.chat.lifecycle import answer_too_late
 from bot.chat.policy import ChannelPolicy
 from bot.chat.questions import answer_voice, reply_to_text
 from bot.chat.render import Text
@@ -307,14 +308,13 @@ class WhatsAppFrontEnd:
         start = time.perf_counter()
         try:
             if self.inbox.is_stale(age_s := _age_s(message)):
-                log.info("stale_question channel=whatsapp chat_id=%s message_id=%s age_s=%.0f",
-                         wa_id, wamid, age_s)
-                reply = (await load_context(self.services, asker)).say("stale_question")
+                claim.outcome = await answer_too_late(self.services, self.outbox, asker, age_s,
+                                                      claim.sending)
             else:
                 reply = await self.reply_to(asker, message)
-            claim.decision_id = reply.decision_id
-            claim.outcome = await deliver(self.services, self.outbox, asker, reply,
-                                          claim.sending)
+                claim.decision_id = reply.decision_id
+                claim.outcome = await deliver(self.services, self.outbox, asker, reply,
+                                              claim.sending)
         except Exception as exc:  # a bug must not kill the server or lose the outcome
             if claim.defer(exc):
                 log.warning("answer_deferred channel=whatsapp chat_id=%s message_id=%s kind=%s "
