@@ -45,6 +45,9 @@ MIN_SENTENCE_CHARS = 60
 """A sentence shorter than this (a heading, "Yes.", a list fragment) is joined with the next one,
 so a bare heading is never the whole answer (kept from the earlier top-passage extractor)."""
 
+DANDAS = ("\u0964", "\u0965")
+"""The danda and double danda: they end a Hindi sentence, as "." ends an English one."""
+
 MAX_ANSWER_CHARS = 300
 """Longest answer text shown (issue #9: the answer stays an answer, at most two sentences and
 300 characters; the citations carry the rest of the passage)."""
@@ -253,19 +256,22 @@ class Selection:
 
 def sentences_of(text: str) -> list[str]:
     """Sentences of ``text``, a sentence shorter than ``MIN_SENTENCE_CHARS`` joined with the next
-    (so "Cost:" or "Yes." is never a candidate on its own)."""
+    (so "Cost:" or "Yes." is never a candidate on its own), except across a danda: a sentence
+    that ends in "।" or "॥" is a whole Hindi sentence however short, and is never joined with
+    another (issue 34: "यह हर प्री-वर्कआउट पाउडर ... मुख्य घटक है।", 55 characters, was shown
+    joined to the sentence before it as one answer)."""
     pieces = split_sentences(text) or [text]
     out: list[str] = []
     carry = ""
     for piece in pieces:
         joined = f"{carry} {piece}".strip()
-        if len(joined) < MIN_SENTENCE_CHARS:
+        if len(joined) < MIN_SENTENCE_CHARS and not joined.endswith(DANDAS):
             carry = joined
             continue
         out.append(joined)
         carry = ""
     if carry:
-        if out:
+        if out and not out[-1].endswith(DANDAS):
             out[-1] = f"{out[-1]} {carry}"
         else:
             out.append(carry)

@@ -37,3 +37,22 @@ def test_a_zwnj_typed_inside_a_word_does_not_move_the_score(pipeline):
     assert marked.top_score == pytest.approx(plain.top_score, abs=1e-6)
     assert marked.status is plain.status
     assert np.isfinite(marked.top_score)
+
+
+def test_no_candidate_sentence_is_joined_across_a_danda():
+    """The finding: "यह हर प्री-वर्कआउट पाउडर ... मुख्य घटक है।" (55 characters, under
+    MIN_SENTENCE_CHARS) was joined to the sentence before it and shown as one answer."""
+    from rag.selection import MIN_SENTENCE_CHARS, sentences_of
+
+    text = ("1. कैफीन (प्रति सर्विंग 100-300 मिलीग्राम) कैफीन ध्यान केंद्रित करने में मदद करता है "
+            "और दर्द प्रतिक्रिया को कम करता है (1)। इसका मतलब है कि आप अधिक ऊर्जावान महसूस "
+            "करेंगे और थकान महसूस करने से पहले खुद को और आगे बढ़ाने में सक्षम होंगे। यह हर "
+            "प्री-वर्कआउट पाउडर और ऊर्जा पेय में मुख्य घटक है।")
+    sentences = sentences_of(text)
+    assert len(sentences) == 3 and len(sentences[-1]) < MIN_SENTENCE_CHARS
+    assert all("। " not in s for s in sentences)
+    assert sentences[0].startswith("1. कैफीन")  # "1." (no danda) still joins the next
+    short_first = "छोटा वाक्य है। " + "यह दूसरा वाक्य काफी लंबा है और इसमें साठ से ज़्यादा अक्षर हैं।"
+    assert sentences_of(short_first) == ["छोटा वाक्य है।", short_first.split("। ", 1)[1]]
+    english = "Yes. A 250GB Xbox 360 will cost about $250 in most stores today."
+    assert sentences_of(english) == [english]  # a short English sentence still joins the next

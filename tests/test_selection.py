@@ -171,7 +171,9 @@ probabilities (answer cosine fixed at 0.9, the question's style left at typed). 
 :func:`pinned_outcome`; the gate's two numbers were rewritten when the gate was refitted with the
 question-style signals and the operating-point rule (issue 22), and the probabilities, screen and
 gate when both were refitted on onnx-int8's export 5 (issue 20; features and answers unchanged,
-checked by this test before the refit). So the features guard the code; the probabilities guard
+checked by this test before the refit), and the Hindi cucumber case's when issue 34 stopped
+joining a short sentence across a danda (its candidates changed, its answer did not). So the
+features guard the code; the probabilities guard
 the shipped model files against drift, not a refit's correctness (scripts/fit_answering.py reports
 that)."""
 
