@@ -3,7 +3,7 @@
 
     python scripts/fuzz_text.py [--n 10000] [--seed 34] [--index data/index]
 
-The strings are Hypothesis's, from the strategy the tests use (tests/strategies.py:
+The strings are Hypothesis's, from the strategy the tests use (standins/random_input.py:
 ``random_text``: characters drawn from Devanagari, Gujarati, Telugu and Latin, emoji, CJK,
 digits and punctuation, combining, zero-width and bidi marks, whitespace; empty to 5,000
 characters), generated only (no shrinking), from a fixed seed. The pipeline is the production
@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 
 from rag.pipeline import Pipeline  # noqa: E402
 from rag.settings import RagSettings  # noqa: E402
-from tests.strategies import random_text  # noqa: E402
+from standins.random_input import random_text  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,8 +1,8 @@
 """Property-based tests (Hypothesis) of the text and audio paths, issue 34.
 
 Text: random Unicode across Devanagari, Gujarati, Telugu and Latin, emoji, CJK, combining and
-zero-width marks, bidi controls, empty and very long (tests/strategies.py), through the fake
-pipeline (fast) and the real one (slow): no exception escapes, every result is one of the
+zero-width marks, bidi controls, empty and very long (standins/random_input.py), through the
+fake pipeline (fast) and the real one (slow): no exception escapes, every result is one of the
 typed outcomes, and random text is never answered, confidently or hedged. Audio: a voice note's
 OGG/Opus bytes mutated at random, through the transcode and the speech gate: nothing but
 ``AudioError`` escapes. How many examples: the Hypothesis profile (tests/conftest.py: "fast" by
@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from bot.chat.audio import AudioError, transcode_to_wav
 from bot.chat.speech import SpeechMeasure, measure_speech
 from rag.types import Reason, ReasonCode, Result, Status
+from standins.random_input import mutated_bytes, random_text
 from standins.voice_notes import make_voice_note, tools_available
-from tests.strategies import mutated_bytes, random_text
 
 
 def check_outcome(result: Result, query: str) -> None:

@@ -1,5 +1,6 @@
 """Hypothesis strategies of random input for the text and audio paths (tests/test_fuzz.py and
-scripts/fuzz_text.py, which runs 10,000 of them through the real pipeline).
+scripts/fuzz_text.py, which runs 10,000 of them through the real pipeline). Needs the dev extras
+(hypothesis); nothing in the product imports it.
 
 Random text is drawn character by character from the scripts the product reads (Devanagari,
 Gujarati, Telugu, Latin) and from what users and copy-paste bring besides: emoji, CJK, ASCII
