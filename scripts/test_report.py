@@ -53,11 +53,12 @@ _MEASURE = r"""
 import json, sys
 from rag.pipeline import Pipeline
 from rag.settings import RagSettings
-STAGES = sys.argv[1].split(",")
+STAGES, PASSES = sys.argv[1].split(","), int(sys.argv[2])
 pipeline = Pipeline.from_settings(RagSettings.from_env())
 texts = json.load(sys.stdin)
-for text in texts:  # warm-up pass; the second is reported, no vector kept from the first
-    pipeline.ask(text)
+for _ in range(PASSES - 1):  # warm-up passes; the last is reported, no vector kept from them
+    for text in texts:
+        pipeline.ask(text)
 if hasattr(pipeline, "embeddings"):
     pipeline.embeddings = type(pipeline.embeddings)(max_entries=0)
 out = []
@@ -81,8 +82,8 @@ def load_rows(paths: list[Path], offcorpus: bool) -> list[dict]:
     return rows
 
 
-def ask_all(code_dir: Path, env: dict[str, str], texts: list[str]) -> list[list]:
-    proc = subprocess.run([sys.executable, "-c", _MEASURE, ",".join(ANSWER_STAGES)],
+def ask_all(code_dir: Path, env: dict[str, str], texts: list[str], passes: int = 2) -> list[list]:
+    proc = subprocess.run([sys.executable, "-c", _MEASURE, ",".join(ANSWER_STAGES), str(passes)],
                           input=json.dumps(texts),
                           capture_output=True, text=True, env=env, cwd=code_dir)
     if proc.returncode:
@@ -214,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline-ref", default=BASELINE_REF, help="'' for none")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--plot", type=Path)
+    parser.add_argument("--passes", type=int, default=2, help="passes over the questions per "
+                        "side; the last is reported (1: one fresh pass, nothing warmed)")
     parser.add_argument("--plot-kinds", type=Path, help="PNG of this checkout's confident / "
                         "hedged / refused shares per language")
     args = parser.parse_args(argv)
@@ -231,18 +234,18 @@ def main(argv: list[str] | None = None) -> int:
             env = side_env(base_dir, index_dir, own_defaults=True)
             if not (index_dir / "meta.json").is_file():
                 build_index(base_dir, corpus, env)
-            answers[f"baseline {args.baseline_ref}"] = ask_all(base_dir, env, texts)
+            answers[f"baseline {args.baseline_ref}"] = ask_all(base_dir, env, texts, args.passes)
             results[f"baseline {args.baseline_ref}"] = table(
                 rows, answers[f"baseline {args.baseline_ref}"])
-        answers["this checkout"] = ask_all(ROOT, dict(os.environ), texts)
+        answers["this checkout"] = ask_all(ROOT, dict(os.environ), texts, args.passes)
         results["this checkout"] = table(rows, answers["this checkout"])
     print(f"{len(rows)} questions from {', '.join(p.name for p in args.questions)}"
           + ("" if args.no_offcorpus else " + off-corpus"))
     for name, result in results.items():
         print_table(name, result)
-    print(f"\nanswer stage ({' + '.join(ANSWER_STAGES)}), ms, second pass with no vector kept "
-          "from the first, each side in the same run: P50 / P95 over the questions it answered "
-          "(confident or hedged); over all")
+    print(f"\nanswer stage ({' + '.join(ANSWER_STAGES)}), ms, pass {args.passes} with no vector "
+          "kept from earlier passes, each side in the same run: P50 / P95 over the questions it "
+          "answered (confident or hedged); over all")
     for name, rows_ in answers.items():
         shown = np.array([r[3] for r in rows_ if r[2] in ("answered", "hedged")] or [0.0])
         every = np.array([r[3] for r in rows_])
