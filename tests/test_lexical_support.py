@@ -86,3 +86,13 @@ def test_answered_questions_pass_the_lexical_guard(fake_pipeline):
     assert result.is_answered
     guard = result.trace.get("lexical_guard")
     assert guard.decision == "passed" and "xbox" in guard.detail
+
+
+def test_a_lone_letter_is_not_a_shared_word():
+    """Two of 10,000 random strings ("ౄ\u200cકs", ";/\u200dc ̊ત乳ત\u202d") were answered
+    because their lone Latin letter matched the "s" of "it's" or the "c" of "°C"."""
+    passage = "It's 3 eggs at 40 °C, and that's all."
+    assert not check_lexical_support("ౄ\u200cકs", [passage]).is_supported
+    assert not check_lexical_support(";/\u200dc \u030aત乳ત\u202d", [passage]).is_supported
+    assert check_lexical_support("how many eggs", [passage]).matched == ("eggs",)
+    assert check_lexical_support("40 degrees", [passage]).matched == ("40",)
