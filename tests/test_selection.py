@@ -172,7 +172,10 @@ probabilities (answer cosine fixed at 0.9, the question's style left at typed). 
 question-style signals and the operating-point rule (issue 22), and the probabilities, screen and
 gate when both were refitted on onnx-int8's export 5 (issue 20; features and answers unchanged,
 checked by this test before the refit), and the Hindi cucumber case's when issue 34 stopped
-joining a short sentence across a danda (its candidates changed, its answer did not). So the
+joining a short sentence across a danda (its candidates changed, its answer did not), and the
+probabilities, screen and gate when both were refitted with the English reader and hedge
+thresholds (issue 31: answers unchanged; the Xbox question's second and third candidates swapped
+places, so its top-3 features were rewritten in the new order). So the
 features guard the code; the probabilities guard
 the shipped model files against drift, not a refit's correctness (scripts/fit_answering.py reports
 that)."""
