@@ -161,17 +161,19 @@ def check_lexical_support(query: str, passages: list[str]) -> LexicalVerdict:
     letters already rewritten, :mod:`rag.romanized`) occur in one of ``passages`` (the passage
     the answer is read from and the retrieved passage it stands for, when that is its
     translation)? A word matches as in answer selection (:func:`rag.text.token_matches`: equal,
-    or 4+ characters and one a prefix of the other). Content words are the tokens of two
-    characters or more that are no language's stopword (:func:`rag.text.content_tokens`),
-    numbers included: a lone letter is no word ("s" of "it's", "c" of "°C" matched random
-    text in 2 of 10,000 strings, scripts/fuzz_text.py).
+    or 4+ characters and one a prefix of the other). Content words are the tokens of three
+    characters or more, or numbers of two digits or more, that are no language's stopword
+    (:func:`rag.text.content_tokens`): a letter or two is no word to rest an answer on ("s" of
+    "it's", "c" of "°C" and "ba" of "(BA)" matched random text in 3 of 20,000 strings,
+    scripts/fuzz_text.py).
 
     No threshold is fitted here: a passage that shares no word with the question is never
     shown as its answer, whatever the cosine and the gate say (issue 34: 21 characters of
     random Gujarati, Devanagari, CJK, Telugu and Latin were answered with a Telugu extract,
     the gate's probability 0.558 over the Telugu threshold 0.497, with no word of the input in
     the passage)."""
-    asked = list(dict.fromkeys(t for t in content_tokens(query) if len(t) >= 2))
+    asked = list(dict.fromkeys(t for t in content_tokens(query)
+                               if len(t) >= 3 or (t.isdigit() and len(t) >= 2)))
     words = {t for text in passages for t in tokenize(text)}
     matched = tuple(t for t in asked if token_matches(t, words))
     return LexicalVerdict(bool(matched), matched, len(asked))

@@ -96,3 +96,4 @@ def test_a_lone_letter_is_not_a_shared_word():
     assert not check_lexical_support(";/\u200dc \u030aત乳ત\u202d", [passage]).is_supported
     assert check_lexical_support("how many eggs", [passage]).matched == ("eggs",)
     assert check_lexical_support("40 degrees", [passage]).matched == ("40",)
+    assert not check_lexical_support("Ba", ["The Brewers Association (BA) of 2015"]).is_supported
