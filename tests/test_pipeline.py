@@ -24,7 +24,8 @@ def test_xbox_question_is_answered_with_a_cited_passage(pipeline):
     assert len(result.citations[0].excerpt) <= 201 and result.citations[0].excerpt.endswith("…")
     assert result.top_score >= result.floor == pytest.approx(0.840)
     assert [s.name for s in result.trace.stages] == ROOT_STAGES + [
-        "select_answer", "answerability_gate", "lexical_guard", "answer", "grounding_guard"]
+        "select_answer", "reader", "answerability_gate", "lexical_guard", "answer",
+        "grounding_guard"]
     assert all(s.elapsed_ms >= 0 for s in result.trace.stages)
 
 

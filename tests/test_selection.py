@@ -112,7 +112,7 @@ def test_near_misses_are_refused_with_the_gate_inputs_shown(pipeline, question):
 def test_answers_stay_answers_at_most_two_sentences_and_300_characters(pipeline):
     rows = _natural()[::8]  # every 8th question, all four languages
     answered = [pipeline.ask(r["question"]) for r in rows]
-    answered = [r for r in answered if r.is_answered]
+    answered = [r for r in answered if r.shows_answer]  # confident or hedged (issue 31)
     assert len(answered) >= len(rows) / 3
     for result in answered:
         assert len(result.answer) <= MAX_ANSWER_CHARS
