@@ -194,7 +194,7 @@ async def test_export_fills_the_best_passage_text_from_the_index(bot_db, fake_in
 
 
 @pytest.mark.parametrize(("path", "message"), [
-    ("/?status=maybe", "status 'maybe' is not one of answered, refused-bad-input"),
+    ("/?status=maybe", "status 'maybe' is not one of answered, hedged, refused-bad-input"),
     ("/?lang=fr", "lang 'fr' is not one of en, hi, gu, te"),
     ("/?channel=sms", "channel 'sms' is not one of telegram, whatsapp, console, cli"),
     ("/?from=2026-13-01", "from must be a date as YYYY-MM-DD (UTC), got '2026-13-01'"),
