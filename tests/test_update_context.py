@@ -59,7 +59,7 @@ async def test_typing_shows_for_the_answered_question_and_never_for_a_limited_on
     asker, typing = Asker("telegram", 42, user_id=42, message_id=1), Indicator()
     answered = await answer_text(services, asker, XBOX, busy=typing)
     assert answered.decision_id is not None and typing.n_shown == 1
-    assert services.limiter.peek_wait_s(42, NOW_S) == WINDOW_S
+    assert services.limiter.peek_wait_s(("telegram", 42), NOW_S) == WINDOW_S
 
     limited = await answer_text(services, replace(asker, message_id=2), "cucumber calories",
                                 busy=typing)
