@@ -173,7 +173,9 @@ class CrossEncoderReader:
             raise ReaderUnavailableError(
                 f"cannot load the reader at {folder} ({exc}): rebuild it with `{BUILD_COMMAND}`"
             ) from None
-        self._tokenizer.enable_truncation(MAX_PAIR_TOKENS, strategy="only_second")
+        # longest_first: a question longer than MAX_PAIR_TOKENS on its own (random text of
+        # 1,000 characters) is cut too; only_second raised "Sequence to truncate too short"
+        self._tokenizer.enable_truncation(MAX_PAIR_TOKENS, strategy="longest_first")
         self._tokenizer.no_padding()
         self._inputs = {i.name for i in self._session.get_inputs()}
 

@@ -74,3 +74,15 @@ def test_an_english_question_is_read_and_its_scores_are_in_the_trace(pipeline):
     scores = stage.detail.split("scores [")[1].rstrip("]").split(", ")
     assert 1 <= len(scores) <= pipeline.gate.reader_top_k
     assert pipeline.ask("छोटे खीरे में कैलोरी की मात्रा").trace.get("reader") is None
+
+
+def test_a_question_longer_than_a_pair_is_cut_not_an_error(reader):
+    """Random text of 1,000 characters as the question (issue 34's fuzzing found it): the
+    tokenizer cut only the sentence before and raised; now the longer side is cut, and the
+    scores of an ordinary pair do not change."""
+    long_question = "kya " * 250
+    scores = reader.score(long_question, ["Cucumbers are 95 percent water.", "Yes."])
+    assert scores.shape == (2,) and np.isfinite(scores).all()
+    xbox = reader.score("How much does an Xbox 360 cost?",
+                        ["The Xbox 360 costs about $199.", "Cucumbers are green."])
+    assert xbox[0] > 4.0 > -4.0 > xbox[1]
