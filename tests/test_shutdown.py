@@ -18,7 +18,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 
 import psycopg
 import pytest
@@ -82,6 +82,16 @@ class _Freezer:
         raise AssertionError(f"no query {self.statement!r} waited on the lock: {rows}")
 
 
+async def assert_bounded(close: Awaitable[None], what: str, caplog) -> None:
+    """``close`` returns within :data:`CLOSE_BOUND_S`, having logged that it abandoned ``what``
+    (a hang fails after ten times that instead of waiting forever)."""
+    start = time.monotonic()
+    await asyncio.wait_for(close, 10 * CLOSE_BOUND_S)
+    took_s = time.monotonic() - start
+    assert took_s <= CLOSE_BOUND_S, took_s
+    assert f"task_abandoned what={what}" in caplog.text
+
+
 async def wait_done(task: asyncio.Task, timeout_s: float) -> bool:
     await asyncio.wait({task}, timeout=timeout_s)
     return task.done()
@@ -101,11 +111,7 @@ async def test_services_close_is_bounded_and_the_prune_loop_ends_while_its_delet
         pruner = services._pruner
         assert pruner is not None
         await stuck.freeze()
-        start = time.monotonic()
-        await asyncio.wait_for(services.close(), 10 * CLOSE_BOUND_S)
-        took_s = time.monotonic() - start
-        assert took_s <= CLOSE_BOUND_S, took_s
-        assert "task_abandoned what=shared_state_prune" in caplog.text
+        await assert_bounded(services.close(), "shared_state_prune", caplog)
         # psycopg gives up on the frozen query after its 5 s; the cancellation that arrives as
         # OperationalError then ends the loop instead of sleeping for the next prune
         assert await wait_done(pruner, PSYCOPG_CANCEL_S + 10), "the prune loop went on"
@@ -122,11 +128,7 @@ async def test_dispatcher_close_is_bounded_while_its_sweep_hangs(pg_url, caplog)
         async with stuck_in_postgres(pg_url, "inbox", "UPDATE inbox") as stuck:
             await dispatcher.start()
             await stuck.freeze()
-            start = time.monotonic()
-            await asyncio.wait_for(dispatcher.aclose(), 10 * CLOSE_BOUND_S)
-            took_s = time.monotonic() - start
-            assert took_s <= CLOSE_BOUND_S, took_s
-            assert "task_abandoned what=inbox_sweep" in caplog.text
+            await assert_bounded(dispatcher.aclose(), "inbox_sweep", caplog)
             sweeper = dispatcher._sweeper
             assert sweeper is not None
             assert await wait_done(sweeper, PSYCOPG_CANCEL_S + 10)
