@@ -117,8 +117,8 @@ async def test_grounded_answer_is_shown_with_its_citation(small_pipeline, llm, c
     assert result.citations[0].score == pytest.approx(expected, abs=1e-5)
     assert result.citations[0].excerpt.startswith("On average, the Xbox 360 cost")
     assert stage_names(result) == ["input_guard", "language", "embed", "search",
-                                   "relevance_guard", "select_answer", "generate", "citations",
-                                   "grounding_guard"]
+                                   "relevance_guard", "select_answer", "lexical_guard",
+                                   "generate", "citations", "grounding_guard"]
     generate = result.trace.get("generate")
     assert generate.decision == "ok" and f"model {MODEL}" in generate.detail
     assert "confidence 0.80" in generate.detail and generate.elapsed_ms > 0
