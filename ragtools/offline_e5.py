@@ -25,7 +25,6 @@ text), not the hub model exactly. Calibrate floors for the encoder in use.
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import logging
 import os
@@ -47,6 +46,7 @@ from rag.model_files import (
     OFFLINE_ENCODER_NAME,
     default_model_dir,
     is_offline_model_complete,
+    sha256_of,
 )
 
 logger = logging.getLogger(__name__)
@@ -444,7 +444,7 @@ def build_offline_model(out_dir: Path) -> Path:
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
     try:
-        _write_folder(model, tmp, _sha256(source))
+        _write_folder(model, tmp, sha256_of(source))
         old = None
         if out_dir.exists():
             old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}-{time.monotonic_ns()}")
@@ -461,14 +461,6 @@ def build_offline_model(out_dir: Path) -> Path:
         out_dir, n_bytes / 2**20, (time.perf_counter() - start) * 1000,
     )
     return out_dir
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def ensure_offline_model(out_dir: Path | None = None) -> Path:

@@ -23,13 +23,13 @@ import zipfile
 from pathlib import Path
 
 from rag.errors import ReaderUnavailableError
+from rag.model_files import sha256_of
 from rag.reader import (
     MARKER_FILE,
     READER_FILES,
     READER_NAME,
     default_reader_dir,
     reader_problem,
-    sha256_of,
 )
 
 log = logging.getLogger(__name__)
