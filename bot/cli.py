@@ -3,6 +3,7 @@
     python -m bot              # Telegram (TELEGRAM_TOKEN, SARVAM_API_KEY, ...; bot.telegram)
     python -m bot --console    # the same logic in a terminal, no token (bot.terminal.console)
     python -m bot --whatsapp   # the WhatsApp Cloud API webhook (bot.whatsapp)
+    python -m bot --web        # a page in the browser, http://127.0.0.1:8082/ (bot.web)
     python -m bot ask "How much does an Xbox 360 cost?" [--lang hi] [--json] [--generative]
     python -m bot dashboard [--host 127.0.0.1 --port 8081 --db data/bot.sqlite3]  # bot.dashboard
 
@@ -22,6 +23,7 @@ from bot.settings import Settings
 from bot.startup import check_startup
 from bot.telegram import app
 from bot.terminal import ask, console
+from bot.web import app as web
 from bot.whatsapp import app as whatsapp
 from rag.errors import RagError
 from storage.errors import DatabaseOpenError
@@ -39,10 +41,14 @@ def main(argv: list[str] | None = None) -> int:
     ``ask``: 0 answered, 1 refused, 2 error)."""
     parser = argparse.ArgumentParser(
         prog="python -m bot", description="The VOICE-RAG bot on Telegram (the default), in this "
-        "terminal (--console), on WhatsApp (--whatsapp), or one question (ask).")
+        "terminal (--console), on WhatsApp (--whatsapp), on a web page (--web), or one question "
+        "(ask).")
     parser.add_argument("--console", action="store_true", help="chat in this terminal instead")
     parser.add_argument("--whatsapp", action="store_true",
                         help="serve the WhatsApp Cloud API webhook instead (see bot.whatsapp.app)")
+    parser.add_argument("--web", action="store_true",
+                        help="serve the page in the browser instead: http://127.0.0.1:8082/ "
+                        "(BOT_WEB_HOST, BOT_WEB_PORT; see bot.web.app)")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="with --console: print the INFO log lines too (default: warnings)")
     sub = parser.add_subparsers(dest="command")
@@ -63,9 +69,12 @@ def main(argv: list[str] | None = None) -> int:
     # with the replies; the servers log every event
     quiet = args.console and not args.verbose
     configure_logging(logging.WARNING if quiet else logging.INFO)
+    if args.web and (problem := web.web_settings_problem()) is not None:
+        print(f"error: {problem}", file=sys.stderr)  # before minutes of loading the index
+        return 2
     try:
         settings = Settings.from_env()
-        check_startup(settings, needs_token=not (args.console or args.whatsapp))
+        check_startup(settings, needs_token=not (args.console or args.whatsapp or args.web))
     except (StartupError, RagError) as exc:  # settings, token, ffmpeg, index (or its build)
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -74,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
             return console.run_console(settings)
         if args.whatsapp:
             return whatsapp.run_whatsapp(settings)
+        if args.web:
+            return web.run_web(settings)
         app.run(app.build_application(settings), settings)
     except (StartupError, RagError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -163,7 +163,7 @@ def test_product_modules_import_no_cycle(modules):
     assert find_cycle(import_graph(modules)) is None
 
 
-FRONT_ENDS = ("bot.telegram", "bot.whatsapp", "bot.terminal")
+FRONT_ENDS = ("bot.telegram", "bot.whatsapp", "bot.terminal", "bot.web")
 """One folder per channel (issue #23); ``bot.chat`` is what they share."""
 CHANNEL_LIBRARIES = ("telegram", "aiohttp", "httpx")
 
@@ -194,4 +194,4 @@ def test_front_ends_do_not_import_each_other(modules):
                      if any(_is_under(imported, f) for f in FRONT_ENDS if f != own)]
     assert offences == []
     assert {"bot.chat.questions", "bot.telegram.app", "bot.whatsapp.app",
-            "bot.terminal.console"} <= set(modules)
+            "bot.terminal.console", "bot.web.app"} <= set(modules)

@@ -1,0 +1,220 @@
+"""The web channel end to end on 127.0.0.1: the real aiohttp server (``bot.web.app.serving``),
+forms posted over real HTTP (httpx, its cookie jar being the browser session), answers from
+the production pipeline over the shared sample's index (slow), voice notes of real speech
+(espeak-ng, OGG/Opus) through the Sarvam stand-in, and ``python -m bot --web`` refusing an
+exposed host without a token.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import replace
+
+import httpx
+import pytest
+
+from bot.chat.ratelimit import RateLimiter
+from bot.chat.services import Services
+from bot.settings import BotSettings, Settings, TelegramSettings
+from bot.web.app import CHANNEL, chat_id_of, serving
+from bot.web.settings import WebSettings
+from clients.openrouter import OpenRouterSettings
+from clients.stt import SarvamSettings
+from standins.sarvam import Reply
+from standins.voice_notes import make_voice_note, tools_available
+from storage.db import Database
+from tests.conftest import ROOT
+
+XBOX = "How much does an Xbox 360 cost?"
+CUCUMBER_HI = "छोटे खीरे में कैलोरी की मात्रा"
+DEVANAGARI = re.compile(r"[\u0900-\u097F]")
+CITATION_EN = re.compile(r"1\. <code>en-\d+-\d+</code> · English · score 0\.\d{3}")
+CITATION_HI = re.compile(r"1\. <code>hi-\d+-\d+</code> · हिंदी · स्कोर 0\.\d{3}")
+
+
+@pytest.fixture
+def bot_settings(tmp_path, settings, sarvam) -> Settings:
+    return Settings(
+        rag=settings,
+        sarvam=SarvamSettings(api_key="test-key", base_url=sarvam.base_url, timeout_s=5.0,
+                              max_attempts=2, backoff_base_s=0.01),
+        openrouter=OpenRouterSettings(),
+        telegram=TelegramSettings(),
+        bot=BotSettings(db_path=tmp_path / "bot.sqlite3", rate_limit_n=0),
+    )
+
+
+@pytest.fixture
+async def front(bot_settings, pipeline) -> AsyncIterator:
+    services = await Services.open(bot_settings, pipeline)
+    try:
+        async with serving(services, WebSettings(port=0)) as (front_end, url):
+            front_end.url = url
+            yield front_end
+    finally:
+        await services.close()
+
+
+@pytest.fixture
+async def browser(front) -> AsyncIterator[httpx.AsyncClient]:
+    """One browser session: a client with its own cookie jar."""
+    async with httpx.AsyncClient(base_url=front.url, timeout=120) as client:
+        yield client
+
+
+def form_msg(page: str) -> str:
+    """The fresh message id of the page's form."""
+    return re.search(r'name="msg" id="msg" value="([0-9a-f]{32})"', page).group(1)
+
+
+async def ask(client: httpx.AsyncClient, question: str) -> str:
+    """Type ``question`` in the page's form and send it, as a browser does; the page after."""
+    page = (await client.get("/")).text
+    sent = await client.post("/ask", data={"question": question, "msg": form_msg(page)})
+    assert sent.status_code == 303 and sent.headers["Location"].startswith("/#m-"), sent.text
+    return (await client.get("/")).text
+
+
+def articles(page: str) -> list[str]:
+    return re.findall(r"<article .*?</article>", page, flags=re.S)
+
+
+async def test_a_typed_english_question_is_answered_with_citations_kind_and_chain(
+        front, browser, bot_settings):
+    page = await ask(browser, XBOX)
+    [article] = articles(page)
+    assert "You asked</span>How much does an Xbox 360 cost?" in article
+    assert re.search(r'data-kind="(confident|hedged)"', article), article
+    assert '<div class="reply" lang="en">' in article
+    assert "<strong>Sources</strong>" in article and CITATION_EN.search(article), article
+    assert "<summary>Why? The decision chain (decision " in article
+    for stage in ("relevance_guard", "answerability_gate"):
+        assert f"<code>{stage}</code> — " in article, article
+    # the inbox row: claimed, answered, closed with its decision
+    chat_id = chat_id_of(browser.cookies["voice_rag_web"])
+    async with await Database.open(bot_settings.bot.db_path) as db:
+        stored = await db.last_decision(CHANNEL, chat_id)
+    row = await front.inbox.store.get(CHANNEL, f"{chat_id}:{form_msg_of(article)}")
+    assert row.status == "done" and row.decision_id == stored.id
+    assert row.outcome.startswith(f"replied decision_id={stored.id} n_messages=1")
+    assert stored.source == "text" and stored.result.query == XBOX
+
+
+def form_msg_of(article: str) -> str:
+    return re.search(r'id="m-([0-9a-f]{32})"', article).group(1)
+
+
+async def test_a_typed_hindi_question_is_answered_in_devanagari(front, browser):
+    [article] = articles(await ask(browser, CUCUMBER_HI))
+    assert '<div class="reply" lang="hi">' in article
+    reply = re.search(r'<div class="reply" lang="hi">(.*?)</div>', article, re.S).group(1)
+    assert len(DEVANAGARI.findall(reply)) > 40, reply
+    assert "<strong>स्रोत</strong>" in reply and CITATION_HI.search(reply), reply
+    assert 'data-kind="confident"' in article or 'data-kind="hedged"' in article
+
+
+async def test_a_reload_shows_the_conversation_and_another_session_sees_none_of_it(
+        front, browser):
+    await ask(browser, XBOX)
+    await ask(browser, "/why")
+    page = (await browser.get("/")).text  # a reload, same cookie
+    first, why = articles(page)
+    assert XBOX in first and "<strong>Sources</strong>" in first
+    assert "/why" in why and "<code>relevance_guard</code>" in why and "Xbox" in why
+    async with httpx.AsyncClient(base_url=front.url) as stranger:
+        other = (await stranger.get("/")).text
+        assert articles(other) == [] and "Sources" not in other and 'id="empty"' in other
+        assert stranger.cookies["voice_rag_web"] != browser.cookies["voice_rag_web"]
+        msg = form_msg_of(first)
+        assert (await stranger.get(f"/audio/{msg}")).status_code == 404
+
+
+async def test_a_form_sent_twice_is_answered_once(front, browser, bot_settings):
+    msg = form_msg((await browser.get("/")).text)
+    for _ in range(2):
+        sent = await browser.post("/ask", data={"question": XBOX, "msg": msg})
+        assert sent.status_code == 303
+    assert len(articles((await browser.get("/")).text)) == 1
+    async with await Database.open(bot_settings.bot.db_path) as db:
+        assert await db.count_decisions() == 1
+
+
+async def test_too_many_messages_from_one_session_get_the_rate_limits_reply(front, browser):
+    front.services.limiter = RateLimiter(2, 60.0)
+    await ask(browser, XBOX)
+    await ask(browser, "/help")
+    await ask(browser, "/help")
+    page = await ask(browser, "/help")
+    answer, helped, waited, dropped = articles(page)
+    assert "<strong>Sources</strong>" in answer and "/why" in helped
+    assert re.search(r"Too many messages: please wait \d+ s\.", waited), waited
+    assert 'class="reply"' not in dropped  # then nothing, as on every channel
+    async with httpx.AsyncClient(base_url=front.url) as other:  # another session is not held
+        assert "/why" in articles(await ask(other, "/help"))[0]
+
+
+@pytest.mark.skipif(not tools_available(), reason="needs espeak-ng and ffmpeg")
+async def test_a_recorded_hindi_voice_note_is_answered_with_a_spoken_reply(front, browser,
+                                                                          sarvam):
+    sarvam.enqueue(Reply(transcript=CUCUMBER_HI, language_code="hi-IN"))
+    msg = form_msg((await browser.get("/")).text)
+    sent = await browser.post("/voice", data={"msg": msg}, files={
+        "audio": ("question.ogg", make_voice_note(CUCUMBER_HI, "hi"), "audio/ogg")})
+    assert sent.status_code == 303
+    [article] = articles((await browser.get("/")).text)
+    assert "Your voice note" in article and f"<em>आपने कहा:</em> {CUCUMBER_HI}" in article
+    assert CITATION_HI.search(article), article
+    for stage in ("transcode", "speech_gate", "speech_to_text", "text_to_speech"):
+        assert f"<code>{stage}</code> — " in article, article
+    assert f'src="/audio/{msg}"' in article
+    audio = await browser.get(f"/audio/{msg}")
+    assert audio.status_code == 200 and audio.headers["Content-Type"] == "audio/ogg"
+    assert audio.content[:4] == b"OggS" and b"OpusHead" in audio.content[:100]
+
+
+async def test_with_a_token_the_page_needs_it_once_then_a_cookie(bot_settings, pipeline):
+    services = await Services.open(bot_settings, pipeline)
+    try:
+        async with serving(services, WebSettings(port=0, token="s3cret-token")) as (_f, url):
+            async with httpx.AsyncClient(base_url=url) as client:
+                assert (await client.get("/")).status_code == 401
+                assert (await client.post("/ask", data={"question": XBOX})).status_code == 401
+                entered = await client.get("/", params={"token": "s3cret-token"})
+                assert entered.status_code == 303 and "token" not in entered.headers["Location"]
+                page = await client.get("/")
+                assert page.status_code == 200 and 'id="ask"' in page.text
+                assert "s3cret" not in page.text
+            async with httpx.AsyncClient(base_url=url) as other:
+                assert (await other.get("/", params={"token": "guess"})).status_code == 401
+                bearer = await other.get("/", headers={"Authorization": "Bearer s3cret-token"})
+                assert bearer.status_code == 200
+    finally:
+        await services.close()
+
+
+def test_binding_beyond_loopback_without_a_token_refuses_to_start(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BOT_WEB_")}
+    env |= {"BOT_WEB_HOST": "0.0.0.0", "BOT_DB_PATH": str(tmp_path / "bot.sqlite3")}
+    proc = subprocess.run([sys.executable, "-m", "bot", "--web"], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "error: the web page would be reachable beyond this machine (BOT_WEB_HOST=0.0.0.0) "
+        "with no token: set BOT_WEB_TOKEN (e.g. $(openssl rand -hex 16)), or bind to "
+        "127.0.0.1"], proc.stderr
+    assert WebSettings(host="::1").exposure_problem() is None
+    assert WebSettings(host="0.0.0.0", token="t").exposure_problem() is None
+    with pytest.raises(ValueError, match="BOT_WEB_PORT"):
+        WebSettings.from_env({"BOT_WEB_PORT": "99999"})
+
+
+def test_chat_ids_are_stable_per_session_and_differ_between_sessions():
+    token = "a" * 32
+    assert chat_id_of(token) == chat_id_of(token) < 2**48
+    assert len({chat_id_of(uuid.uuid4().hex) for _ in range(1000)}) == 1000
+    assert replace(WebSettings(), port=8082).port == WebSettings().port == 8082
