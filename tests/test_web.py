@@ -7,10 +7,12 @@ exposed host without a token.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -153,7 +155,7 @@ async def test_too_many_messages_from_one_session_get_the_rate_limits_reply(fron
     answer, helped, waited, dropped = articles(page)
     assert "<strong>Sources</strong>" in answer and "/why" in helped
     assert re.search(r"Too many messages: please wait \d+ s\.", waited), waited
-    assert 'class="reply"' not in dropped  # then nothing, as on every channel
+    assert 'class="reply"' not in dropped and "No reply: too many messages" in dropped
     async with httpx.AsyncClient(base_url=front.url) as other:  # another session is not held
         assert "/why" in articles(await ask(other, "/help"))[0]
 
@@ -195,6 +197,52 @@ async def test_with_a_token_the_page_needs_it_once_then_a_cookie(bot_settings, p
                 assert bearer.status_code == 200
     finally:
         await services.close()
+
+
+async def test_a_message_claimed_before_a_crash_is_answered_at_the_next_start(front, browser):
+    await browser.get("/")
+    chat_id = chat_id_of(browser.cookies["voice_rag_web"])
+    for msg, sent_at in (("a" * 32, time.time()), ("b" * 32, time.time() - 3600)):
+        payload = {"type": "text", "text": XBOX, "chat_id": chat_id, "sent_at": sent_at,
+                   "language_code": "en-US", "question": XBOX}
+        # stored before the answer, then the process died
+        assert await front.inbox.claim(f"{chat_id}:{msg}", chat_id, json.dumps(payload))
+    async with serving(front.services, WebSettings(port=0)) as (restarted, url):
+        await restarted.drain()
+        answered, late = articles((await browser.get(url + "/")).text)  # the same cookie
+    assert 'id="m-' + "a" * 32 in answered and "<strong>Sources</strong>" in answered
+    assert "too late" in late and "Sources" not in late
+    row = await front.inbox.store.get(CHANNEL, f"{chat_id}:{'b' * 32}")
+    assert row.status == "done" and row.outcome.startswith("stale_apology age_s=")
+
+
+async def test_a_recording_over_the_upload_limit_is_refused_before_it_is_read(bot_settings,
+                                                                            pipeline):
+    services = await Services.open(bot_settings, pipeline)
+    try:
+        async with serving(services, WebSettings(port=0, max_upload_mb=0.05)) as (front, url):
+            async with httpx.AsyncClient(base_url=url) as client:
+                sent = await client.post("/voice", data={"msg": "c" * 32}, files={
+                    "audio": ("q.webm", b"\0" * 200_000, "audio/webm")})
+                assert sent.status_code == 303 and sent.headers["Location"] == \
+                    "/?notice=too_big"
+                page = (await client.get(sent.headers["Location"])).text
+                assert "That recording is over 0.05 MB" in page and articles(page) == []
+            assert await services.db.count_decisions() == 0
+    finally:
+        await services.close()
+
+
+async def test_one_address_cannot_take_a_new_session_for_every_question(front):
+    front.new_sessions = RateLimiter(2, 3600.0)
+    codes = []
+    for _ in range(3):
+        async with httpx.AsyncClient(base_url=front.url) as fresh:  # no cookie: a new session
+            codes.append((await fresh.post("/ask", data={"question": "/help"})).status_code)
+    assert codes == [303, 303, 429]
+    async with httpx.AsyncClient(base_url=front.url) as fresh:
+        refused = await fresh.post("/ask", data={"question": "/help"})
+        assert "too many new sessions" in refused.text and refused.headers["Retry-After"]
 
 
 def test_binding_beyond_loopback_without_a_token_refuses_to_start(tmp_path):
