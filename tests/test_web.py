@@ -202,16 +202,20 @@ async def test_with_a_token_the_page_needs_it_once_then_a_cookie(bot_settings, p
 async def test_a_message_claimed_before_a_crash_is_answered_at_the_next_start(front, browser):
     await browser.get("/")
     chat_id = chat_id_of(browser.cookies["voice_rag_web"])
-    for msg, sent_at in (("a" * 32, time.time()), ("b" * 32, time.time() - 3600)):
-        payload = {"type": "text", "text": XBOX, "chat_id": chat_id, "sent_at": sent_at,
-                   "language_code": "en-US", "question": XBOX}
+    for msg, sent_at, kind in (("a" * 32, time.time(), "text"),
+                               ("b" * 32, time.time() - 3600, "text"),
+                               ("d" * 32, time.time(), "voice")):
+        payload = {"type": kind, "text": XBOX, "chat_id": chat_id, "sent_at": sent_at,
+                   "language_code": "en-US", "question": XBOX, "bytes": 30_000}
         # stored before the answer, then the process died
         assert await front.inbox.claim(f"{chat_id}:{msg}", chat_id, json.dumps(payload))
     async with serving(front.services, WebSettings(port=0)) as (restarted, url):
         await restarted.drain()
-        answered, late = articles((await browser.get(url + "/")).text)  # the same cookie
+        answered, late, lost = articles((await browser.get(url + "/")).text)  # same cookie
     assert 'id="m-' + "a" * 32 in answered and "<strong>Sources</strong>" in answered
     assert "too late" in late and "Sources" not in late
+    # a recording is kept in memory only (inbox rows are never deleted): lost in the crash
+    assert "download" in lost and 'data-kind="error"' in lost, lost
     row = await front.inbox.store.get(CHANNEL, f"{chat_id}:{'b' * 32}")
     assert row.status == "done" and row.outcome.startswith("stale_apology age_s=")
 

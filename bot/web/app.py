@@ -14,7 +14,8 @@ script inline, nothing from a CDN, so it works offline):
   works without script and by keyboard;
 - ``POST /voice``: a voice note recorded in the page (MediaRecorder, multipart field
   ``audio``), answered through the chat layer's voice path (transcode, speech gate,
-  speech-to-text) like a Telegram or WhatsApp voice note;
+  speech-to-text) like a Telegram or WhatsApp voice note; the recording is held in memory
+  until answered, never written to the inbox (its rows are kept for good);
 - ``GET /audio/{key}``: the spoken reply (OGG/Opus) of one of this session's messages.
 
 A browser session is a chat: an HttpOnly ``SameSite=Strict`` cookie holds a random token and
@@ -36,7 +37,6 @@ dashboard does.
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
 import hmac
 import html
@@ -72,7 +72,7 @@ from bot.chat.services import Services
 from bot.chat.tasks import stop_tasks
 from bot.chat.types import Asker, Reply, VoiceNote
 from bot.chat.voice_cache import VoiceAudio
-from bot.errors import SettingsError
+from bot.errors import SettingsError, VoiceDownloadError
 from bot.settings import Settings
 from bot.web.settings import WebSettings
 from rag.types import Result, Status
@@ -223,6 +223,7 @@ class WebFrontEnd:
         self._auth = (hmac.new(web_settings.token.encode(), b"web-cookie", hashlib.sha256)
                       .hexdigest() if web_settings.token else None)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._uploads: dict[str, bytes] = {}  # inbox key -> recording, until answered
 
     # ---------------------------------------------------------------- the server
     def make_app(self) -> web.Application:
@@ -311,14 +312,17 @@ class WebFrontEnd:
         data = upload.file.read() if isinstance(upload, web.FileField) else b""
         if not data:
             return _see_other("/")
-        payload = {"type": "voice", "audio": base64.b64encode(data).decode("ascii")}
-        return await self._take(request, form.get("msg"), payload,
-                                f"voice note, {len(data) / 1024:.0f} KB", is_voice=True)
+        return await self._take(request, form.get("msg"), {"type": "voice", "bytes": len(data)},
+                                f"recorded, {len(data) / 1024:.0f} KB", is_voice=True,
+                                audio=data)
 
     async def _take(self, request: web.Request, msg: Any, payload: dict[str, Any],
-                    question: str, *, is_voice: bool) -> web.StreamResponse:
+                    question: str, *, is_voice: bool,
+                    audio: bytes | None = None) -> web.StreamResponse:
         """Claim the message (a form sent twice has the same ``msg``: answered once), answer it
-        in its chat's turn, and send the browser back to the page."""
+        in its chat's turn, and send the browser back to the page. A recording (``audio``) is
+        kept in memory until it is answered, not in the inbox, whose rows are never deleted:
+        one left by a crash is answered as a voice note that could not be downloaded."""
         token, is_new = self._session(request)
         chat_id = chat_id_of(token)
         if not self.conversations.knows(chat_id):  # a new cookie per question is no way out
@@ -343,6 +347,8 @@ class WebFrontEnd:
             log.info("web_duplicate key=%s", key)
             return self._keep(_see_other("/"), token, is_new)
         self.conversations.add(chat_id, Exchange(key, question, is_voice=is_voice))
+        if audio is not None:
+            self._uploads[key] = audio
         if not self.inbox.submit(claim, chat_id):  # replicas: in the chat's turn, anywhere
             # shielded: a browser that gives up waiting does not cancel the answer
             await asyncio.shield(self._spawn(payload, claim))
@@ -423,6 +429,7 @@ class WebFrontEnd:
             except Exception:
                 log.exception("web_error_reply_failed chat_id=%s", chat_id)
         exchange.is_done = True
+        self._uploads.pop(key, None)
         await claim.finish()
         log.info("web_reply channel=web chat_id=%s key=%s type=%s decision_id=%s outcome=%s "
                  "ms=%.0f", chat_id, key, payload.get("type"), claim.decision_id, claim.outcome,
@@ -431,12 +438,18 @@ class WebFrontEnd:
     async def reply_to(self, asker: Asker, payload: dict[str, Any]) -> Reply:
         """The reply to one message, from the chat layer."""
         if payload.get("type") == "voice":
-            data = base64.b64decode(payload.get("audio", ""))
+            key = asker.message_key or ""
 
             async def fetch() -> bytes:
+                data = self._uploads.get(key)
+                if data is None:
+                    raise VoiceDownloadError("the recording was lost: the server restarted "
+                                             "before answering it")
                 return data
 
-            return await answer_voice(self.services, asker, VoiceNote(len(data), None, fetch))
+            size = payload.get("bytes")
+            return await answer_voice(self.services, asker, VoiceNote(
+                size if isinstance(size, int) else None, None, fetch))
         return await reply_to_text(self.services, asker, str(payload.get("text", "")))
 
     async def _describe(self, exchange: Exchange, reply: Reply) -> None:
