@@ -249,6 +249,7 @@ async def test_one_address_cannot_take_a_new_session_for_every_question(front):
         assert "too many new sessions" in refused.text and refused.headers["Retry-After"]
 
 
+@pytest.mark.slow  # spawns python -m bot
 def test_binding_beyond_loopback_without_a_token_refuses_to_start(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("BOT_WEB_")}
     env |= {"BOT_WEB_HOST": "0.0.0.0", "BOT_DB_PATH": str(tmp_path / "bot.sqlite3")}
