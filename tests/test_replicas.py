@@ -209,6 +209,41 @@ async def test_sigkill_one_replica_of_each_mid_burst_answers_every_question_once
     assert "Traceback" not in logs
 
 
+GRACE_S = 30.0
+"""The grace period a SIGTERMed replica gets before SIGKILL: Kubernetes' default
+(``terminationGracePeriodSeconds``) and ``standins.replicas.STOP_TIMEOUT_S``."""
+
+
+async def test_sigterm_one_replica_of_each_mid_burst_exits_in_its_grace_period_losing_nothing(
+        tmp_path, sample_index_dir, pg_url):
+    """Issue 30: a replica told to stop mid-burst lets its answers under way finish, stops its
+    background loops (prune, sweep, lease renewal) and exits within the grace period; the
+    others answer what it left, each question once, in order."""
+    async with replicas(tmp_path, sample_index_dir, pg_url,
+                        BOT_RATE_LIMIT_N="0") as (tg, graph, rs):
+        victims = [rs.telegram[0], rs.whatsapp[0]]
+        exits: list[tuple[int | None, float]] = []
+
+        async def terminate() -> None:
+            start = time.monotonic()
+            for victim in victims:
+                victim.signal(signal.SIGTERM)
+            for victim in victims:
+                assert victim.process is not None
+                code = await asyncio.wait_for(victim.process.wait(), GRACE_S)
+                exits.append((code, time.monotonic() - start))
+            print(f"SIGTERMed replicas exited: {exits}")
+
+        questions = await run_burst(tg, graph, rs, pg_url, terminate)
+        logs = rs.logs()
+        victim_logs = [victim.log() for victim in victims]
+    assert [code for code, _ in exits] == [0, 0], exits
+    assert_each_answered_once_in_order(tg, graph, pg_url, questions)
+    assert "Traceback" not in logs
+    for log_text in victim_logs:
+        assert "inbox_stored" in log_text  # each was answering when told to stop
+
+
 async def test_postgresql_restart_mid_burst_loses_nothing_acknowledged(
         tmp_path, sample_index_dir, pg_url, pg_cluster):
     async with replicas(tmp_path, sample_index_dir, pg_url,

@@ -19,14 +19,18 @@ import os
 import signal
 import time
 from collections.abc import AsyncIterator, Awaitable
+from types import SimpleNamespace
 
 import psycopg
 import pytest
+from telegram.error import NetworkError
 
 from bot.chat.dispatch import ChatDispatcher, Replicas
+from bot.chat.inbox import ChannelInbox
 from bot.chat.services import Services
 from bot.chat.tasks import STOP_WAIT_S, raise_if_cancelled, stop_tasks
 from bot.settings import Settings, TelegramSettings
+from bot.telegram import handlers
 from clients.openrouter import OpenRouterSettings
 from clients.stt import SarvamSettings
 from storage.db import Database
@@ -153,6 +157,69 @@ async def test_a_cancelled_drain_ends_instead_of_retrying_its_chat(pg_url):
             # would back off and wait on the lock again, never ending
             assert await wait_done(drain, PSYCOPG_CANCEL_S + 10), "the drain went on retrying"
             assert drain.cancelled()
+    finally:
+        await db.close()
+
+
+@pytest.mark.slow
+async def test_a_closing_dispatcher_finishes_the_answer_under_way_and_takes_no_more(pg_url):
+    """SIGTERM mid-burst: the answer being written finishes (its reply needs the bot's HTTP
+    client, which Telegram's post_stop keeps open until then); the chat's next messages stay
+    in the inbox, untaken, for another replica."""
+    db = await Database.open(pg_url)
+    inbox = Inbox(db)
+    started, release = asyncio.Event(), asyncio.Event()
+    handled: list[str] = []
+
+    async def handle(item) -> None:
+        started.set()
+        await release.wait()
+        handled.append(item.message_key)
+        await inbox.finish("telegram", item.message_key, "replied", None, holder="replica-a")
+
+    try:
+        for key in ("c/1", "c/2", "c/3"):
+            await inbox.claim("telegram", key, 7, "{}")
+        dispatcher = ChatDispatcher(inbox, "telegram", handle,
+                                    Replicas("replica-a", lease_s=30.0, sweep_s=60.0))
+        dispatcher.notify(7)
+        await asyncio.wait_for(started.wait(), 10)
+        closing = asyncio.create_task(dispatcher.aclose())
+        await asyncio.sleep(0.2)
+        dispatcher.notify(7)  # a late notify while closing starts nothing
+        release.set()
+        await asyncio.wait_for(closing, 10)
+        assert handled == ["c/1"]
+        left = [(i.message_key, i.status, i.claimed_by) for i in await inbox.unfinished("telegram")]
+        assert left == [("c/2", "pending", None), ("c/3", "pending", None)]
+    finally:
+        await db.close()
+
+
+async def test_a_reply_that_fails_at_shutdown_leaves_its_message_unfinished(tmp_path, caplog):
+    """Telegram: PTB has stopped (``Application.running`` is false) and the reply's request
+    fails: the message is not closed as answered; it stays in the inbox for the next start (or
+    another replica), and one log line says so."""
+    caplog.set_level(logging.INFO)
+    db = await Database.open(str(tmp_path / "bot.sqlite3"))
+    try:
+        chat_inbox = ChannelInbox(store=Inbox(db), channel="telegram", max_age_s=60)
+        claim = await chat_inbox.claim("1/2/0", 1, "{}")
+        assert claim is not None
+        context = SimpleNamespace(error=NetworkError("httpx.ReadError: client closed"),
+                                  claim=claim, application=SimpleNamespace(running=False))
+        await handlers.on_error(None, context)
+        await claim.finish()
+        [item] = await chat_inbox.store.unfinished("telegram")
+        assert (item.message_key, item.status) == ("1/2/0", "pending")
+        assert "reply_failed_at_shutdown" in caplog.text
+        assert "unhandled_error" not in caplog.text
+        # while running, the same failure is an ordinary one: logged, and the message closed
+        claim = chat_inbox.held("1/2/0")
+        context.application.running = True
+        await handlers.on_error(None, context)
+        await claim.finish()
+        assert await chat_inbox.store.unfinished("telegram") == []
     finally:
         await db.close()
 

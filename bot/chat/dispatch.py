@@ -84,7 +84,10 @@ class ChatDispatcher:
 
     def notify(self, chat_id: int | None) -> None:
         """The chat has a new message (or one nobody holds): drain it unless already draining
-        (then the drain looks once more before it ends)."""
+        (then the drain looks once more before it ends). Once closing, nothing new is taken:
+        the message stays in the inbox for another replica (or this one's next start)."""
+        if self._is_closing:
+            return
         task = self._drains.get(chat_id)
         if task is not None and not task.done():
             self._again.add(chat_id)
@@ -95,7 +98,7 @@ class ChatDispatcher:
     async def _drain(self, chat_id: int | None) -> None:
         channel, n_failures = self.channel, 0
         try:
-            while True:
+            while not self._is_closing:  # closing: finish the answer under way, take no more
                 self._again.discard(chat_id)
                 try:
                     item = await self.store.take_next_in_chat(
@@ -194,11 +197,12 @@ class ChatDispatcher:
             await asyncio.sleep(self.replicas.sweep_s)
 
     async def aclose(self) -> None:
-        """Stop sweeping; let answers under way finish for up to :data:`CLOSE_WAIT_S`, then
-        cancel them (their leases expire and another replica takes them). Bounded: at most
-        :data:`~bot.chat.tasks.STOP_WAIT_S` for the sweep, ``CLOSE_WAIT_S`` for the answers and
-        ``STOP_WAIT_S`` for them and the lease renewals to end once cancelled; what is still
-        running then is logged and abandoned (``task_abandoned``)."""
+        """Stop sweeping and taking messages; let answers under way finish for up to
+        :data:`CLOSE_WAIT_S`, then cancel them (their leases expire and another replica takes
+        them). Bounded: at most :data:`~bot.chat.tasks.STOP_WAIT_S` for the sweep,
+        ``CLOSE_WAIT_S`` for the answers and ``STOP_WAIT_S`` for them and the lease renewals
+        to end once cancelled; what is still running then is logged and abandoned
+        (``task_abandoned``)."""
         self._is_closing = True
         await stop_tasks([self._sweeper], "inbox_sweep")
         drains = [t for t in self._drains.values() if not t.done()]

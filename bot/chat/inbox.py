@@ -49,6 +49,7 @@ class Claim:
     holder: str | None = None
     is_on_wire: bool = False
     deferred: BaseException | None = None
+    left_open_because: str | None = None
 
     def defer(self, exc: BaseException) -> bool:
         """Replicas: whether ``exc`` (a database error: PostgreSQL restarting; a lost lease)
@@ -79,8 +80,19 @@ class Claim:
                                      f"{item and item.claimed_by}: not sending from here")
         self.is_on_wire = True
 
+    def leave_open(self, reason: str) -> None:
+        """Never close this message (:meth:`finish` does nothing): its reply failed because the
+        process is stopping, so it was not answered. It stays unfinished in the inbox: taken
+        again by another replica or at the next start (``pending``), or closed there as
+        ``reply_in_flight_at_crash`` if it was already ``sending`` (at most once)."""
+        self.left_open_because = reason
+
     async def finish(self) -> None:
-        """Commit the message ``done`` with its outcome; log it (once)."""
+        """Commit the message ``done`` with its outcome; log it (once). Not when left open."""
+        if self.left_open_because is not None:
+            log.warning("inbox_left_open channel=%s key=%s reason=%s", self.inbox.channel,
+                        self.key, self.left_open_because)
+            return
         if await self.inbox.store.finish(self.inbox.channel, self.key, self.outcome,
                                          self.decision_id, holder=self.holder):
             log.info("inbox_done channel=%s key=%s outcome=%s", self.inbox.channel, self.key,

@@ -86,6 +86,7 @@ def build_application(settings: Settings, pipeline: Pipeline | None = None) -> A
         .concurrent_updates(True)
         .rate_limiter(overall_rate_limiter(tg))
         .post_init(partial(open_services, settings=settings, pipeline=pipeline))
+        .post_stop(stop_answering)
         .post_shutdown(close_services)
         .build()
     )
@@ -125,11 +126,18 @@ async def open_services(app: Application, *, settings: Settings,
     await set_commands(app)
 
 
-async def close_services(app: Application) -> None:
-    """post_shutdown: close clients and the database."""
+async def stop_answering(app: Application) -> None:
+    """post_stop: let the dispatcher's answers under way finish (replicas; bounded by
+    ``bot.chat.dispatch.CLOSE_WAIT_S``). PTB calls it after ``Application.stop()`` (no more
+    updates; its own handlers have finished) and before ``Application.shutdown()`` closes the
+    bot's HTTP client, so a reply still being sent keeps its connection."""
     inbox = app.bot_data.get("inbox")
     if inbox is not None:
         await inbox.aclose()
+
+
+async def close_services(app: Application) -> None:
+    """post_shutdown: close clients and the database (after :func:`stop_answering`)."""
     services = app.bot_data.pop("services", None)
     if services is not None:
         await services.close()
@@ -149,7 +157,8 @@ async def set_commands(app: Application) -> None:
 async def polling(app: Application, settings: Settings) -> AsyncIterator[Application]:
     """Long-poll inside an already running event loop (tests, benchmarks), as ``run_polling``
     does: initialize, post_init, start, poll (getUpdates failures such as 409 Conflict go to
-    the error handler); on exit stop polling, stop, post_shutdown, shutdown."""
+    the error handler); on exit stop polling, stop, post_stop, shutdown, post_shutdown (PTB's
+    order)."""
     await app.initialize()
     try:
         await app.post_init(app)
@@ -164,8 +173,9 @@ async def polling(app: Application, settings: Settings) -> AsyncIterator[Applica
             await app.updater.stop()
         if app.running:
             await app.stop()
-        await app.post_shutdown(app)
+        await app.post_stop(app)
         await app.shutdown()
+        await app.post_shutdown(app)
 
 
 def run(app: Application, settings: Settings) -> None:

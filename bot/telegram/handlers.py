@@ -151,6 +151,11 @@ async def on_error(update: object, context: BotContext) -> None:
         log.warning("answer_deferred chat_id=%s kind=%s detail=%s: answered again later",
                     chat_id, type(error).__name__, str(error).strip()[:200])
         return
+    if claim is not None and isinstance(error, NetworkError) and not context.application.running:
+        log.warning("reply_failed_at_shutdown chat_id=%s detail=%s: left unfinished in the inbox",
+                    chat_id, str(error).strip()[:200])
+        claim.leave_open("reply_failed_at_shutdown")
+        return
     if isinstance(error, Forbidden):
         log.warning("telegram.forbidden chat_id=%s detail=%s (blocked by the user or removed "
                     "from the chat)", chat_id, error.message)
