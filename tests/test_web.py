@@ -89,6 +89,8 @@ def articles(page: str) -> list[str]:
 async def test_a_typed_english_question_is_answered_with_citations_kind_and_chain(
         front, browser, bot_settings):
     page = await ask(browser, XBOX)
+    assert '<meta name="viewport" content="width=device-width, initial-scale=1">' in page
+    assert not re.search(r'(src|href|action)="(https?:)?//', page)  # nothing from elsewhere
     [article] = articles(page)
     assert "You asked</span>How much does an Xbox 360 cost?" in article
     assert re.search(r'data-kind="(confident|hedged)"', article), article

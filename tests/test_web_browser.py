@@ -171,6 +171,7 @@ def articles(driver) -> list:
 def test_a_typed_hindi_question_is_answered_in_devanagari_with_its_chain_and_kept_on_reload(
         web_url, browser, shots):
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
 
     browser.delete_all_cookies()
     browser.get(web_url + "/")
@@ -178,8 +179,7 @@ def test_a_typed_hindi_question_is_answered_in_devanagari_with_its_chain_and_kep
     assert label.text == "Your question"
     box = browser.find_element(By.ID, "question")
     assert browser.switch_to.active_element == box  # focused: type at once, by keyboard
-    box.send_keys(CUCUMBER_HI)
-    browser.find_element(By.ID, "send").click()
+    box.send_keys(CUCUMBER_HI + Keys.ENTER)  # Enter sends (Shift+Enter: a new line)
     [article] = wait_for(lambda: articles(browser))
     reply = article.find_element(By.CSS_SELECTOR, ".reply")
     assert reply.get_attribute("lang") == "hi"
@@ -189,7 +189,8 @@ def test_a_typed_hindi_question_is_answered_in_devanagari_with_its_chain_and_kep
     assert CUCUMBER_HI in article.find_element(By.CSS_SELECTOR, ".question").text
     chain = article.find_element(By.CSS_SELECTOR, ".chain")
     assert not chain.is_displayed()
-    article.find_element(By.CSS_SELECTOR, "details.why summary").click()  # the web's /why
+    summary = article.find_element(By.CSS_SELECTOR, "details.why summary")
+    summary.send_keys(Keys.ENTER)  # the web's /why, opened from the keyboard
     assert chain.is_displayed()
     for stage in ("search", "relevance_guard"):
         assert f"{stage} — " in chain.text, chain.text
