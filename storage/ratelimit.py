@@ -1,7 +1,7 @@
 """A per-key sliding-window rate limit kept in the database, so every replica counts against
-the same window (``bot.ratelimit.RateLimiter`` keeps it in one process's memory).
+the same window (``bot.chat.ratelimit.RateLimiter`` keeps it in one process's memory).
 
-Same rule and verdicts as ``bot.ratelimit``: at most ``max_n`` allowed events per key in any
+Same rule and verdicts as ``bot.chat.ratelimit``: at most ``max_n`` allowed events per key in any
 ``window_s`` seconds; a refused event is not counted; the first refusal is a notice ("please
 wait N s"), later ones while the sender keeps trying are silent; a sender who stopped until
 allowed again, or was refused nothing for ``window_s``, gets a notice next time.

@@ -1,9 +1,9 @@
 """The repeat window in the database: the same question from the same chat within
 ``window_s`` seconds is answered once, whichever replica receives each copy
-(``bot.repeats.RepeatFilter`` keeps the same window in one process's memory).
+(``bot.chat.repeats.RepeatFilter`` keeps the same window in one process's memory).
 
 Table ``repeats`` (migration ``m007_shared_state``): one row per (chat, question key) seen
-within the window. Storage compares keys only: the caller makes them (``bot.repeats.
+within the window. Storage compares keys only: the caller makes them (``bot.chat.repeats.
 question_key``: the words case-folded) and names the chat (e.g. ``"telegram:42"``). Each check
 is one transaction holding the chat's lock (:meth:`storage.backend.Tx.lock`), so two replicas
 checking copies of one question at once see one new question and one repeat. Times are Unix

@@ -32,7 +32,7 @@ FORBIDDEN = {
 
 
 def module_name(path: Path, root: Path) -> str:
-    """``root/bot/app.py`` -> ``bot.telegram.app``; ``root/rag/__init__.py`` -> ``rag``."""
+    """``root/bot/telegram/app.py`` -> ``bot.telegram.app``; ``root/rag/__init__.py`` -> ``rag``."""
     parts = path.relative_to(root).with_suffix("").parts
     if parts[-1] == "__init__":
         parts = parts[:-1]

@@ -7,7 +7,7 @@ Every message a command or question handles, on every channel, goes through :fun
    counts against the rate limit and gets "this bot is private" (in a private chat) only while
    the limit allows, else nothing; nothing else runs and nothing is stored;
 1. the chat's stored settings (``/lang``, ``/mode``, ``/voice``) are read, once;
-2. the language to reply in is chosen (:func:`bot.chat.services.ui_language`);
+2. the language to reply in is chosen (:func:`bot.chat.types.ui_language`);
 3. a reply that does not count against the rate limit is given when there is one (a question
    replayed from the inbox, the same question again: ``unmetered``);
 4. the rate limit decides, once (:meth:`bot.chat.ratelimit.RateLimiter.acquire`): over it, the reply
@@ -73,7 +73,7 @@ async def load_context(services: Services, asker: Asker, *,
                        ui_hint: str | None = None) -> UpdateContext:
     """Steps 1 and 2: the chat's settings and the reply language; ``ui_hint`` (a corpus
     language, e.g. the script of a typed question) comes before the user's interface language
-    when the chat chose none (see :func:`bot.chat.services.ui_language`)."""
+    when the chat chose none (see :func:`bot.chat.types.ui_language`)."""
     chat = await services.db.get_chat_settings(asker.channel, asker.chat_id)
     return UpdateContext(services, asker, chat, ui_language(chat.lang, asker, ui_hint))
 
