@@ -222,6 +222,27 @@ async def test_a_message_claimed_before_a_crash_is_answered_at_the_next_start(fr
     assert row.status == "done" and row.outcome.startswith("stale_apology age_s=")
 
 
+@pytest.mark.postgres
+async def test_on_postgresql_the_dispatcher_answers_and_the_form_waits_for_it(
+        bot_settings, pipeline, pg_url):
+    """Replicas' inbox (``bot.chat.dispatch``): the message is handed to the dispatcher, and the
+    form is sent back to the page once it is answered."""
+    shared = replace(bot_settings, bot=replace(bot_settings.bot, database_url=pg_url))
+    services = await Services.open(shared, pipeline)
+    try:
+        async with serving(services, WebSettings(port=0)) as (front, url):
+            assert front.inbox.is_shared
+            async with httpx.AsyncClient(base_url=url, timeout=120) as client:
+                [article] = articles(await ask(client, XBOX))
+                chat_id = chat_id_of(client.cookies["voice_rag_web"])
+            assert "<strong>Sources</strong>" in article and "answering…" not in article
+            row = await front.inbox.store.get(CHANNEL, f"{chat_id}:{form_msg_of(article)}")
+            assert row.status == "done" and row.claimed_by is not None
+            assert row.outcome.startswith(f"replied decision_id={row.decision_id} ")
+    finally:
+        await services.close()
+
+
 async def test_a_recording_over_the_upload_limit_is_refused_before_it_is_read(bot_settings,
                                                                             pipeline):
     services = await Services.open(bot_settings, pipeline)

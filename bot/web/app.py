@@ -37,6 +37,7 @@ dashboard does.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import html
@@ -98,6 +99,11 @@ NEW_SESSIONS_PER_HOUR = 30
 """Sessions one client address may start asking in an hour. A session is the rate limit's
 sender, so without this a script could take a fresh cookie for every question; 30 leaves
 room for a household or office behind one address."""
+REPLICA_WAIT_S = 90.0
+"""Replicas (PostgreSQL): seconds the form waits for the dispatcher to answer its message before
+the page is shown with it still "answering…": past the slowest voice answer (Sarvam's 20 s
+speech-to-text budget for a note, the pipeline, 20 s for a spoken reply), short of a proxy's
+usual 100-120 s timeout."""
 QUESTION_CHARS = 4000
 """Longest question accepted from the form, in characters; more is cut before the chat layer
 (whose input guard refuses anything over its own, lower, limit with a stated reason)."""
@@ -145,6 +151,7 @@ class Exchange:
     chain: Text | None = None
     voice: VoiceAudio | None = None
     is_done: bool = False
+    answered: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class Conversations:
@@ -346,12 +353,15 @@ class WebFrontEnd:
         if claim is None:
             log.info("web_duplicate key=%s", key)
             return self._keep(_see_other("/"), token, is_new)
-        self.conversations.add(chat_id, Exchange(key, question, is_voice=is_voice))
+        exchange = self.conversations.add(chat_id, Exchange(key, question, is_voice=is_voice))
         if audio is not None:
             self._uploads[key] = audio
-        if not self.inbox.submit(claim, chat_id):  # replicas: in the chat's turn, anywhere
+        if not self.inbox.submit(claim, chat_id):
             # shielded: a browser that gives up waiting does not cancel the answer
             await asyncio.shield(self._spawn(payload, claim))
+        else:  # replicas: the dispatcher answers it in its chat's turn, mostly on this replica
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(exchange.answered.wait()), REPLICA_WAIT_S)
         return self._keep(_see_other(f"/#m-{msg}"), token, is_new)
 
     async def audio(self, request: web.Request) -> web.StreamResponse:
@@ -430,7 +440,10 @@ class WebFrontEnd:
                 log.exception("web_error_reply_failed chat_id=%s", chat_id)
         exchange.is_done = True
         self._uploads.pop(key, None)
-        await claim.finish()
+        try:
+            await claim.finish()
+        finally:
+            exchange.answered.set()  # the form waiting for it (replicas) returns
         log.info("web_reply channel=web chat_id=%s key=%s type=%s decision_id=%s outcome=%s "
                  "ms=%.0f", chat_id, key, payload.get("type"), claim.decision_id, claim.outcome,
                  (time.perf_counter() - start) * 1e3)
