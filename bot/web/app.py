@@ -292,7 +292,8 @@ class WebFrontEnd:
         exchanges = [] if is_new else self.conversations.of(chat_id)
         body = self.pages.get_template("page.html").render(
             exchanges=[_view(e) for e in exchanges], msg=uuid.uuid4().hex,
-            notice=request.query.get("notice", "")[:200], max_upload_mb=self.web.max_upload_mb)
+            notice=request.query.get("notice", "")[:200], max_upload_mb=self.web.max_upload_mb,
+            can_record=bool(self.services.settings.sarvam.api_key))  # speech-to-text needs it
         response = web.Response(text=body, content_type="text/html", headers={
             "Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
             "Referrer-Policy": "no-referrer"})
