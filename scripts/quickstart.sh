@@ -6,7 +6,7 @@
 #   3. ask the acceptance questions through the CLI;
 #   4. run the real bot (python -m bot) against a local Bot API server and Sarvam stand-in, and
 #      send it a Hindi voice note and /why (scripts/dev_bot.py).
-# Then chat yourself with: python3 -m bot --console
+# Then ask it yourself in a browser: python3 -m bot --web (http://127.0.0.1:8082/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
@@ -26,4 +26,5 @@ done
 echo "=== the bot, end to end through local servers"
 python3 scripts/dev_bot.py
 echo
-echo "Chat yourself (text, a path to an audio file, /why, /lang, /mode): python3 -m bot --console"
+echo "Chat in this terminal: python3 -m bot --console"
+echo "Or ask it in your browser: python3 -m bot --web, then open http://127.0.0.1:8082/"
