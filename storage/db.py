@@ -7,8 +7,8 @@ transaction. The SQLite file runs in WAL mode, so readers (``/why``, a script, `
 block the writer.
 
 Every chat is keyed by ``(channel, chat_id)``: ``channel`` names the front end (``telegram``,
-``whatsapp``, ``console``: see :data:`CHANNELS`), so a WhatsApp number and a Telegram chat with
-the same numeric id never share settings, decisions or ``/why``.
+``whatsapp``, ``web``, ``console``: see :data:`CHANNELS`), so a WhatsApp number and a Telegram
+chat with the same numeric id never share settings, decisions or ``/why``.
 
     async with await Database.open(Path("data/bot.sqlite3")) as db:
         decision_id = await db.record_decision("telegram", chat_id, message_id, user_id,
@@ -44,7 +44,7 @@ from .backend import DEFAULT_BUSY_TIMEOUT_MS, Backend, Tx, driver_errors, open_b
 from .errors import DatabaseOpenError, DecisionNotFoundError
 from .migrations import apply_migrations
 
-CHANNELS: tuple[str, ...] = ("telegram", "whatsapp", "console")
+CHANNELS: tuple[str, ...] = ("telegram", "whatsapp", "web", "console")
 """The front ends of today. Storage does not check ``channel`` against this list (a new front
 end needs no migration); it must be non-empty."""
 SOURCES: tuple[str, ...] = ("text", "voice", "cli")

@@ -30,7 +30,7 @@ import aiosqlite
 from .db import StoredDecision, _decision_from_row
 from .errors import DatabaseOpenError
 
-CHANNELS: tuple[str, ...] = ("telegram", "whatsapp", "console", "cli")
+CHANNELS: tuple[str, ...] = ("telegram", "whatsapp", "web", "console", "cli")
 """Front ends a decision can come from (see the module docstring for how each is told)."""
 
 SPEECH_STAGES: dict[str, str] = {

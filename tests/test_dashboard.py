@@ -196,7 +196,7 @@ async def test_export_fills_the_best_passage_text_from_the_index(bot_db, fake_in
 @pytest.mark.parametrize(("path", "message"), [
     ("/?status=maybe", "status 'maybe' is not one of answered, hedged, refused-bad-input"),
     ("/?lang=fr", "lang 'fr' is not one of en, hi, gu, te"),
-    ("/?channel=sms", "channel 'sms' is not one of telegram, whatsapp, console, cli"),
+    ("/?channel=sms", "channel 'sms' is not one of telegram, whatsapp, web, console, cli"),
     ("/?from=2026-13-01", "from must be a date as YYYY-MM-DD (UTC), got '2026-13-01'"),
     ("/?from=2026-12-02&to=2026-12-01", "from 2026-12-02 is after to 2026-12-01"),
     ("/?page=0", "page must be a whole number from 1 to 1000000, got '0'"),
@@ -377,6 +377,23 @@ async def test_stage_timings_keep_settled_decisions_and_read_only_newer_ones(tmp
         again = await timings.all(reader)
         assert again["search"] == [2.0, 2.0, 2.0, 9.0] and again["pipeline_total"][-1] == 9.0
         assert again == await reader.stage_timings()
+
+
+async def test_channel_filter_knows_the_web_page(tmp_path):
+    """The web channel (``bot.web``) records ``channel = 'web'``; ``?channel=web`` lists those
+    decisions and nothing else (it was a 400 while ``storage.reader.CHANNELS`` lacked it)."""
+    db_path = tmp_path / "web.sqlite3"
+    async with await Database.open(db_path) as db:
+        for channel, query in (("web", "from the page"), ("telegram", "from telegram")):
+            await db.record_decision(channel, 7, None, 7, "text", Result(
+                Status.ANSWERED, query, "en", answer="a"))
+    async with client(create_app(settings_for(db_path))) as http:
+        response = await http.get("/?channel=web")
+        assert response.status == 200, await response.text()
+        rows = rows_of(await response.text())
+        html = await (await http.get(f"/decision/{rows[0]['id']}")).text()
+    assert [r["channel"] for r in rows] == ["web"]
+    assert "from the page" in html and "from telegram" not in html
 
 
 async def test_csv_export_defuses_questions_that_look_like_formulas(tmp_path):
