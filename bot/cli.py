@@ -22,6 +22,7 @@ from bot.errors import StartupError
 from bot.settings import Settings
 from bot.startup import check_startup
 from bot.telegram import app
+from bot.telegram.startup import check_telegram_settings
 from bot.terminal import ask, console
 from bot.web import app as web
 from bot.whatsapp import app as whatsapp
@@ -74,7 +75,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         settings = Settings.from_env()
-        check_startup(settings, needs_token=not (args.console or args.whatsapp or args.web))
+        if not (args.console or args.whatsapp or args.web):  # Telegram, the default front end
+            check_telegram_settings(settings.telegram)  # before minutes of loading the index
+        check_startup(settings)  # what every front end needs
     except (StartupError, RagError) as exc:  # settings, token, ffmpeg, index (or its build)
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -1,10 +1,11 @@
-"""Start-up checks that fail loudly, with the fix: settings, ffmpeg and the index before a front
-end starts (:func:`check_startup`); Telegram's getMe is ``bot.telegram.startup``."""
+"""Start-up checks every front end needs, failing loudly with the fix: ffmpeg and the index
+(built first when ``BOT_BUILD_INDEX=1``), and a warning when SARVAM_API_KEY is missing
+(:func:`check_startup`). A front end's own checks are its own: Telegram's token, webhook secret
+and getMe are ``bot.telegram.startup``, the web page's exposure is ``bot.web.app``."""
 
 from __future__ import annotations
 
 import logging
-import re
 
 from bot.chat.audio import ffmpeg_available
 from bot.errors import StartupError
@@ -12,23 +13,14 @@ from bot.settings import Settings
 
 log = logging.getLogger(__name__)
 
-_SECRET_RE = re.compile(r"[A-Za-z0-9_-]{1,256}")
 
-
-def check_startup(settings: Settings, *, needs_token: bool = True) -> None:
-    """Check the token (unless ``needs_token`` is False, as in the console), the webhook secret,
-    ffmpeg and the index; build the index first when ``BOT_BUILD_INDEX=1`` and it is missing.
+def check_startup(settings: Settings) -> None:
+    """Check ffmpeg and the index; build the index first when ``BOT_BUILD_INDEX=1`` and it is
+    missing; warn when SARVAM_API_KEY is not set.
 
     Raises:
         StartupError: the first problem found.
     """
-    tg = settings.telegram
-    if needs_token and not tg.token:
-        raise StartupError("TELEGRAM_TOKEN is not set: create a bot with @BotFather and export "
-                           "TELEGRAM_TOKEN=<token> (or try `python -m bot --console`)")
-    if needs_token and tg.is_webhook and not _SECRET_RE.fullmatch(tg.webhook_secret):
-        raise StartupError("TELEGRAM_WEBHOOK_URL is set but TELEGRAM_WEBHOOK_SECRET is missing or "
-                           "invalid: set 1-256 characters of A-Z a-z 0-9 _ -")
     if not ffmpeg_available():
         raise StartupError("ffmpeg is not installed, so voice notes cannot be decoded: "
                            "apt-get install ffmpeg (pip's ffmpeg-python is not ffmpeg)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from bot.telegram.incoming import (
     message_kind,
     question_text,
 )
+from bot.telegram.startup import check_telegram_settings
 from storage.ratelimit import RateDecision
 
 BOT_ID, BOT_NAME = 999, "voicerag_test_bot"
@@ -186,11 +188,12 @@ def test_settings_reject_non_numeric_allowed_user_ids():
 def test_startup_fails_without_token(tmp_path: Path):
     settings = Settings.from_env({"VOICE_RAG_INDEX_DIR": str(tmp_path)})
     with pytest.raises(StartupError, match="TELEGRAM_TOKEN is not set"):
-        check_startup(settings)
+        check_telegram_settings(settings.telegram)
 
 
 def test_startup_fails_without_index_and_names_the_fix(tmp_path: Path):
-    settings = Settings.from_env({"TELEGRAM_TOKEN": "1:x", "VOICE_RAG_INDEX_DIR": str(tmp_path)})
+    """Every front end's check: no token needed (that is Telegram's own)."""
+    settings = Settings.from_env({"VOICE_RAG_INDEX_DIR": str(tmp_path)})
     with pytest.raises(StartupError, match=r"no index at .*python -m ragtools build-index"):
         check_startup(settings)
 
@@ -198,7 +201,11 @@ def test_startup_fails_without_index_and_names_the_fix(tmp_path: Path):
 def test_startup_fails_for_webhook_without_secret(tmp_path: Path):
     settings = Settings.from_env({"TELEGRAM_TOKEN": "1:x", "TELEGRAM_WEBHOOK_URL": "https://x/t"})
     with pytest.raises(StartupError, match="TELEGRAM_WEBHOOK_SECRET"):
-        check_startup(settings)
+        check_telegram_settings(settings.telegram)
+    for secret in ("", "has space", "x" * 257):
+        with pytest.raises(StartupError, match="TELEGRAM_WEBHOOK_SECRET"):
+            check_telegram_settings(replace(settings.telegram, webhook_secret=secret))
+    check_telegram_settings(replace(settings.telegram, webhook_secret="s3cret-Token_1"))
 
 
 def test_python_m_bot_exits_2_with_the_reason(monkeypatch, capsys, tmp_path: Path):

@@ -1,15 +1,37 @@
-"""Telegram's start-up check: one getMe (:func:`connect_bot_api`), failing loudly with the fix."""
+"""Telegram's start-up checks, failing loudly with the fix: its settings before the index is
+loaded (:func:`check_telegram_settings`: the token, the webhook secret), then one getMe
+(:func:`connect_bot_api`). What every front end needs is ``bot.startup``."""
 
 from __future__ import annotations
 
 import logging
+import re
 
 from telegram import Bot
 from telegram.error import InvalidToken, NetworkError, TimedOut
 
 from bot.errors import StartupError
+from bot.settings import TelegramSettings
 
 log = logging.getLogger(__name__)
+
+_SECRET_RE = re.compile(r"[A-Za-z0-9_-]{1,256}")
+"""What Telegram accepts as a webhook's ``secret_token`` (setWebhook: 1-256 characters)."""
+
+
+def check_telegram_settings(tg: TelegramSettings) -> None:
+    """Check that ``TELEGRAM_TOKEN`` is set and, with ``TELEGRAM_WEBHOOK_URL``, that
+    ``TELEGRAM_WEBHOOK_SECRET`` is one Telegram accepts; no network.
+
+    Raises:
+        StartupError: the first problem found, with the fix.
+    """
+    if not tg.token:
+        raise StartupError("TELEGRAM_TOKEN is not set: create a bot with @BotFather and export "
+                           "TELEGRAM_TOKEN=<token> (or try `python -m bot --console`)")
+    if tg.is_webhook and not _SECRET_RE.fullmatch(tg.webhook_secret):
+        raise StartupError("TELEGRAM_WEBHOOK_URL is set but TELEGRAM_WEBHOOK_SECRET is missing or "
+                           "invalid: set 1-256 characters of A-Z a-z 0-9 _ -")
 
 
 async def connect_bot_api(bot: Bot, api_base: str) -> None:
