@@ -49,6 +49,9 @@ CUCUMBER_HI = "छोटे खीरे में कैलोरी की म
 DEVANAGARI = re.compile(r"[\u0900-\u097F]")
 CITATION_HI = re.compile(r"1\. hi-\d+-\d+ · हिंदी · स्कोर 0\.\d{3}")
 SARVAM_KEY = "web-browser-test-key"
+RATE_LIMIT_N = 5
+"""``BOT_RATE_LIMIT_N``'s default (bot.settings.BotSettings.rate_limit_n)."""
+RATE_WINDOW_S = 3600
 
 
 def _start(args: list[str], env: dict[str, str], log_path: Path, pattern: str,
@@ -82,7 +85,10 @@ def web_url(sample_index_dir, tmp_path_factory) -> Iterator[str]:
          str(transcripts)], dict(os.environ), work / "sarvam.log", r"base_url=(\S+)")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("BOT_", "SARVAM_"))}
     env |= {"VOICE_RAG_INDEX_DIR": str(sample_index_dir), "BOT_DB_PATH": str(work / "bot.db"),
-            "BOT_WEB_PORT": "0", "SARVAM_API_KEY": SARVAM_KEY, "SARVAM_BASE_URL": sarvam_url}
+            "BOT_WEB_PORT": "0", "SARVAM_API_KEY": SARVAM_KEY, "SARVAM_BASE_URL": sarvam_url,
+            # the default limit (5 messages), over a window no slow machine outlasts while the
+            # flood test types its 50 messages (the default window is 30 s)
+            "BOT_RATE_LIMIT_WINDOW_S": str(RATE_WINDOW_S)}
     try:
         bot, url = _start(["-m", "bot", "--web"], env, work / "bot.log",
                           r"^web: (http://127\.0\.0\.1:\d+)/ ")
@@ -238,3 +244,34 @@ def test_a_question_recorded_with_the_microphone_gets_a_spoken_reply(web_url, br
         "audio.play().catch((e) => done(['refused', String(e)]));", player)
     assert played[0] == "ended" and played[1] > 0.5, played  # seconds of the spoken reply
     screenshot(browser, shots, "voice")
+
+
+def test_fifty_messages_from_one_session_get_the_rate_limits_replies(web_url, browser, shots):
+    """A stranger typing fast cannot flood it: of 50 messages from one session, the first
+    ``BOT_RATE_LIMIT_N`` are answered, the next gets "please wait", the rest are shown as
+    not answered (and logged), and the page keeps working."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    browser.delete_all_cookies()
+    browser.get(web_url + "/")
+    kinds = []
+    for i in range(50):
+        browser.execute_script("window.beforeThisMessage = true;")
+        browser.find_element(By.ID, "question").send_keys("/help" + Keys.ENTER)
+        wait_for(lambda: browser.execute_script(  # a form POST, then the page again: a new load
+            "return window.beforeThisMessage === undefined "
+            "&& document.readyState === 'complete';"), 30)
+        last = articles(browser)[-1]
+        text = last.text
+        if "Too many messages: please wait" in text:
+            kinds.append("wait")
+        elif "No reply: too many messages" in text:
+            kinds.append("dropped")
+        elif "/why" in text:
+            kinds.append("help")
+        else:
+            kinds.append(f"other {i}: {text[:200]}")
+        if i == RATE_LIMIT_N + 1:  # the notice, then the first message left unanswered
+            screenshot(browser, shots, "rate-limit")
+    assert kinds == ["help"] * RATE_LIMIT_N + ["wait"] + ["dropped"] * (49 - RATE_LIMIT_N), kinds
