@@ -196,7 +196,8 @@ async def test_signed_but_malformed_payloads_get_no_500_and_good_messages_beside
 
 
 async def test_text_message_without_a_string_body_is_an_empty_message(front, graph):
-    front.services.repeats = RepeatFilter(0.0)  # each one answered, not "you asked this"
+    # each one answered, not "you asked this"
+    front.services.state = replace(front.services.state, repeats=RepeatFilter(0.0))
     for text in (None, {"body": None}, "How much does an Xbox 360 cost?", {"body": ["x"]}):
         payload = text_message(WA_ID, "")
         payload["entry"][0]["changes"][0]["value"]["messages"][0]["text"] = text
@@ -416,7 +417,7 @@ async def test_allow_list_by_number(front, graph, wa):
 
 async def test_a_stranger_sending_50_messages_in_a_minute_gets_at_most_the_limit_of_replies(
         front, graph, wa, bot_settings):
-    front.services.limiter = RateLimiter(5, 60.0)
+    front.services.state = replace(front.services.state, limiter=RateLimiter(5, 60.0))
     front.wa = replace(wa, allowed_numbers=("14155550100",))
     front.services.channels["whatsapp"] = whatsapp_policy(front.wa)
     for n in range(50):
@@ -446,7 +447,7 @@ async def test_graph_timeouts_are_retried_then_given_up(front, graph, wa):
 
 
 async def test_rate_limit_as_on_telegram(front, graph):
-    front.services.limiter = RateLimiter(1, 60.0)
+    front.services.state = replace(front.services.state, limiter=RateLimiter(1, 60.0))
     await post(front, text_message(WA_ID, XBOX))
     await post(front, text_message(WA_ID, "help"))
     await post(front, text_message(WA_ID, "help"))

@@ -15,6 +15,7 @@ from bot.chat.commands import lang_reply, why_reply
 from bot.chat.limits import MAX_ANSWER_CHARS, MAX_SPEECH_CHARS, MAX_VOICE_REPLY_S
 from bot.chat.questions import answer_text, reply_to_text
 from bot.chat.services import Services
+from bot.chat.state import InProcessState
 from bot.chat.types import Asker
 from bot.chat.voice_reply import encode_voice_note
 from bot.settings import Settings
@@ -109,7 +110,7 @@ async def test_a_telegram_and_a_whatsapp_sender_with_one_id_share_no_rate_limit(
                                   "BOT_RATE_LIMIT_N": "1", "BOT_RATE_LIMIT_WINDOW_S": "60"})
     services = await Services.open(replace(settings, rag=fake_settings), fake_pipeline)
     try:
-        assert services.shared is None  # the in-memory limit
+        assert isinstance(services.state, InProcessState)  # the in-memory limit
         telegram = Asker("telegram", 42, user_id=42, message_id=1)
         whatsapp = Asker("whatsapp", 42, user_id=42, message_key="wamid.1")
         replies = [await reply_to_text(services, asker, "/help")
@@ -127,7 +128,7 @@ async def test_the_same_question_from_a_telegram_and_a_whatsapp_chat_with_one_id
         services):
     """Issue 33: the in-memory repeat window keys each chat by channel and id, as the
     replicas' one does (``storage.repeats``)."""
-    assert services.shared is None  # the in-memory repeat window
+    assert isinstance(services.state, InProcessState)  # the in-memory repeat window
     telegram = Asker("telegram", 42, user_id=42, message_id=1)
     whatsapp = Asker("whatsapp", 42, user_id=42, message_key="wamid.1")
     replies = [await answer_text(services, asker, XBOX)

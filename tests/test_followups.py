@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -52,7 +53,8 @@ async def test_five_identical_questions_in_a_second_get_one_answer_and_one_point
 
 
 async def test_the_same_question_after_the_window_is_answered_again(bot, tg, bot_settings):
-    bot.bot_data["services"].repeats.window_s = 0.2
+    services = bot.bot_data["services"]
+    services.state = replace(services.state, repeats=RepeatFilter(0.2))
     await tg.push_text(CHAT, XBOX)
     await replies(tg)
     await asyncio.sleep(0.3)

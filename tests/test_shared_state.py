@@ -166,6 +166,58 @@ async def test_voice_index_finds_marks_used_and_evicts_least_recently_used(db):
     assert await index.n_bytes() == 100 and await index.get(keys[1]) is None
 
 
+# --- the chat layer's shared state (bot.chat.state.SharedState) ----------------------------
+
+async def test_shared_chat_state_is_one_limit_one_window_and_one_voice_cache_for_replicas(
+        db_target, tmp_path):
+    """Two replicas' ``SharedState`` on one database, through the ``ChatState`` interface the
+    chat layer calls: senders and chats keyed by channel and id, a question one replica saw is
+    a repeat on the other, a voice note one replica made is heard from the other's cache."""
+    from bot.chat.state import SharedState
+    from bot.chat.types import Asker
+    from bot.chat.voice_cache import VoiceAudio, VoiceCache
+
+    replicas = await open_replicas(db_target, 2)
+    states = [SharedState(RateLimitStore(r, max_n=1, window_s=60.0),
+                          RepeatStore(r, window_s=30.0), VoiceIndex(r), tmp_path / "voices",
+                          voice_max_bytes=1000, voice_cache=VoiceCache(1000))
+              for r in replicas]
+    a, b = states
+    telegram = Asker("telegram", 42, user_id=42, message_id=1)
+    whatsapp = Asker("whatsapp", 42, user_id=42, message_key="wamid.1")
+    try:
+        assert (await a.acquire(telegram)).is_allowed
+        assert (await b.acquire(whatsapp)).is_allowed  # another channel: another sender
+        assert await b.acquire(telegram) == RateDecision(wait_s=60, is_notice=True)
+        assert all([(await b.acquire(Asker("console", 0))).is_allowed for _ in range(3)])
+
+        assert await a.check_repeat(telegram, "What is X?") is None
+        assert await b.check_repeat(telegram, "what is x") is None  # the same message again
+        assert await b.check_repeat(whatsapp, "what is x") is None  # another chat
+        repeat = await b.check_repeat(Asker("telegram", 42, user_id=42, message_id=2),
+                                      "what is x")
+        assert (repeat.first_message_id, repeat.n_repeat) == (1, 1)
+        await a.forget_repeat(telegram, "WHAT IS X")
+        assert await b.check_repeat(Asker("telegram", 42, user_id=42, message_id=3),
+                                    "what is x") is None
+
+        key, audio = ("answer", "hi-IN", "shubh", "bulbul:v3"), VoiceAudio(b"OggS" * 10, 1.5)
+        assert await b.cached_voice(key) is None
+        await a.keep_voice(key, audio)
+        [file] = (tmp_path / "voices").iterdir()
+        assert file.read_bytes() == audio.ogg
+        assert len(b.voice_cache) == 0 and await b.cached_voice(key) == audio  # from the file
+        assert len(b.voice_cache) == 1  # and now in b's memory in front
+        file.unlink()
+        other = ("other", "hi-IN", "shubh", "bulbul:v3")
+        await a.keep_voice(other, audio)
+        next(iter((tmp_path / "voices").iterdir())).unlink()  # gone: a miss, not an error
+        assert await b.cached_voice(other) is None
+    finally:
+        for r in replicas:
+            await r.close()
+
+
 # --- named locks --------------------------------------------------------------------------
 
 async def test_hold_lock_lets_one_holder_at_a_time_per_key(db_target):
@@ -304,8 +356,8 @@ async def test_an_unreachable_postgresql_server_is_a_database_open_error_without
 
 async def test_replicas_prune_the_rows_of_senders_and_chats_that_never_return(db, tmp_path):
     """Each question deletes only its own sender's and chat's old rows; the pruning loop that
-    Services starts on PostgreSQL (bot.chat.shared.prune_forever) deletes the rest."""
-    from bot.chat.shared import SharedStores, prune_forever
+    Services starts on PostgreSQL (bot.chat.state.SharedState.prune_forever) deletes the rest."""
+    from bot.chat.state import SharedState
 
     async def n_rows() -> tuple[int, int, int]:
         return tuple([(await db._fetchone(f"SELECT COUNT(*) FROM {table}", ()))[0]
@@ -318,8 +370,8 @@ async def test_replicas_prune_the_rows_of_senders_and_chats_that_never_return(db
     await repeats.check("telegram:7", "m1", "what is x", now_s=0.0)
     await limits.acquire("active", now_s=95.0)  # inside the window at 100 s: kept
     assert await n_rows() == (2, 1, 1)
-    pruner = asyncio.create_task(prune_forever(SharedStores(limits, repeats, VoiceIndex(db),
-                                                            tmp_path, 0), every_s=3600))
+    state = SharedState(limits, repeats, VoiceIndex(db), tmp_path, 0)
+    pruner = asyncio.create_task(state.prune_forever(every_s=3600))
     try:
         for _ in range(500):
             if await n_rows() == (1, 0, 0):

@@ -28,6 +28,7 @@ from telegram.error import NetworkError
 from bot.chat.dispatch import ChatDispatcher, Replicas
 from bot.chat.inbox import ChannelInbox
 from bot.chat.services import Services
+from bot.chat.state import SharedState
 from bot.chat.tasks import STOP_WAIT_S, raise_if_cancelled, stop_tasks
 from bot.settings import Settings, TelegramSettings
 from bot.telegram import handlers
@@ -112,7 +113,8 @@ async def test_services_close_is_bounded_and_the_prune_loop_ends_while_its_delet
     await services.close()
     async with stuck_in_postgres(pg_url, "rate_events", "DELETE FROM rate_events") as stuck:
         services = await Services.open(settings, fake_pipeline)  # its first prune waits
-        pruner = services._pruner
+        assert isinstance(services.state, SharedState)
+        pruner = services.state._pruner
         assert pruner is not None
         await stuck.freeze()
         await assert_bounded(services.close(), "shared_state_prune", caplog)

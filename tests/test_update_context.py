@@ -13,7 +13,9 @@ import pytest
 from bot.chat.commands import help_reply, lang_reply, mode_reply
 from bot.chat.messages import t
 from bot.chat.questions import answer_text, answer_voice
+from bot.chat.ratelimit import RateLimiter
 from bot.chat.services import Services
+from bot.chat.state import InProcessState
 from bot.chat.types import Asker, VoiceNote
 from bot.settings import Settings
 
@@ -50,7 +52,8 @@ async def services(tmp_path, fake_settings, fake_pipeline) -> AsyncIterator[Serv
                                   "BOT_RATE_LIMIT_N": "1",
                                   "BOT_RATE_LIMIT_WINDOW_S": str(WINDOW_S)})
     opened = await Services.open(replace(settings, rag=fake_settings), fake_pipeline)
-    opened.clock = lambda: NOW_S
+    assert isinstance(opened.state, InProcessState)  # SQLite: the in-memory limit
+    opened.state = replace(opened.state, clock=lambda: NOW_S)
     yield opened
     await opened.close()
 
@@ -59,7 +62,7 @@ async def test_typing_shows_for_the_answered_question_and_never_for_a_limited_on
     asker, typing = Asker("telegram", 42, user_id=42, message_id=1), Indicator()
     answered = await answer_text(services, asker, XBOX, busy=typing)
     assert answered.decision_id is not None and typing.n_shown == 1
-    assert services.limiter.peek_wait_s(("telegram", 42), NOW_S) == WINDOW_S
+    assert services.state.limiter.peek_wait_s(("telegram", 42), NOW_S) == WINDOW_S
 
     limited = await answer_text(services, replace(asker, message_id=2), "cucumber calories",
                                 busy=typing)
@@ -95,7 +98,7 @@ async def test_a_repeated_question_is_not_counted_against_the_limit(services):
 
 async def test_commands_speak_the_chat_language_and_count_against_the_limit(services):
     asker = Asker("telegram", 42, user_id=42, language_code="en")
-    services.limiter.max_n = 2
+    services.state = replace(services.state, limiter=RateLimiter(2, WINDOW_S))
     lang_set = await lang_reply(services, asker, "hi")
     helped = await help_reply(services, asker)
     limited = await mode_reply(services, asker, "generative")

@@ -150,7 +150,7 @@ async def test_a_form_sent_twice_is_answered_once(front, browser, bot_settings):
 
 
 async def test_too_many_messages_from_one_session_get_the_rate_limits_reply(front, browser):
-    front.services.limiter = RateLimiter(2, 60.0)
+    front.services.state = replace(front.services.state, limiter=RateLimiter(2, 60.0))
     await ask(browser, XBOX)
     await ask(browser, "/help")
     await ask(browser, "/help")

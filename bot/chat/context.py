@@ -26,7 +26,6 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Concatenate, ParamSpec
 
-from bot.chat import shared
 from bot.chat.messages import t
 from bot.chat.render import Text
 from bot.chat.services import Services
@@ -125,9 +124,9 @@ def per_update(work: Callable[Concatenate[UpdateContext, P], Awaitable[Reply]]
 async def acquire(ctx: UpdateContext) -> RateDecision:
     """Step 4: count this message against its sender's limit (``Asker.sender_id``; a message
     without a sender, as in the console, is always allowed), in this process or across
-    replicas (``bot.chat.shared``). Every refusal is logged
+    replicas (``services.state``: ``bot.chat.state``). Every refusal is logged
     (``rate_limited ... reply=notice|dropped``)."""
-    verdict = await shared.acquire(ctx.services, ctx.asker)
+    verdict = await ctx.services.state.acquire(ctx.asker)
     if not verdict.is_allowed:
         log.info("rate_limited chat_id=%d sender_id=%d wait_s=%d reply=%s channel=%s",
                  ctx.chat_id, ctx.asker.sender_id, verdict.wait_s,
@@ -148,7 +147,7 @@ async def stranger_reply(services: Services, asker: Asker) -> Reply:
     limit (a stranger cannot make the bot flood a chat or the channel's API); while allowed, a
     private chat is told "this bot is private" in the user's interface language, a group
     nothing. Logged either way (``not_allowed ... reply=refusal|dropped``)."""
-    is_limited = not (await shared.acquire(services, asker)).is_allowed
+    is_limited = not (await services.state.acquire(asker)).is_allowed
     is_told = asker.is_private and not is_limited
     log.warning("not_allowed channel=%s user_id=%s chat_id=%s reply=%s", asker.channel,
                 asker.user_id, asker.chat_id, "refusal" if is_told else "dropped")

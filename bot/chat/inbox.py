@@ -205,8 +205,9 @@ def replica_name() -> str:
 
 def channel_inbox(services, channel: str) -> ChannelInbox:
     """``channel``'s inbox in ``services.db`` (a ``bot.chat.services.Services``): shared by
-    replicas when the stores are (PostgreSQL, ``services.shared``), else this process's."""
+    replicas when the chat state is (PostgreSQL: ``services.state.is_shared``), else this
+    process's."""
     bot = services.settings.bot
-    replicas = None if services.shared is None else Replicas(
-        replica_name(), bot.inbox_lease_s, bot.inbox_sweep_s)
+    replicas = Replicas(replica_name(), bot.inbox_lease_s, bot.inbox_sweep_s) \
+        if services.state.is_shared else None
     return ChannelInbox(Inbox(services.db), channel, bot.inbox_max_age_s, replicas)

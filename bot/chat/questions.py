@@ -16,7 +16,6 @@ import asyncio
 import logging
 from functools import partial
 
-from bot.chat import shared
 from bot.chat.audio import AudioError, audio_duration_s, split_wav, transcode_to_wav
 from bot.chat.commands import answer_command, parse_command, why_reply
 from bot.chat.context import Busy, UpdateContext, no_indicator, run_update
@@ -85,7 +84,7 @@ async def _answer_text(ctx: UpdateContext, text: str) -> Reply:
     result = bound_answer(await _ask(services, text, chat, hint_lang=None))
     _mark_forwarded(result.trace, asker)
     if result.status == Status.ERROR:
-        await shared.forget_repeat(services, asker, text)  # a retry of a failure deserves one
+        await services.state.forget_repeat(asker, text)  # a retry of a failure deserves one
     decision_id = await _record(services, asker, "text", result)
     lang = _reply_lang(result, chat, asker)
     return Reply([render_result(result, lang)], decision_id,
@@ -101,7 +100,7 @@ async def _replayed_or_repeated(ctx: UpdateContext, text: str) -> Reply | None:
     if stored is not None:
         lang = _reply_lang(stored.result, ctx.chat, ctx.asker)
         return Reply([render_result(stored.result, lang)], stored.id)
-    repeat = await shared.check_repeat(ctx.services, ctx.asker, text)
+    repeat = await ctx.services.state.check_repeat(ctx.asker, text)
     return None if repeat is None else _repeat_reply(ctx.asker, repeat, ctx.ui)
 
 

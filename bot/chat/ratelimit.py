@@ -19,7 +19,7 @@ class RateLimiter:
     """At most ``max_n`` events per user in any ``window_s`` seconds.
 
     A user is any hashable key: the chat layer passes ``(channel, sender id)``
-    (``bot.chat.shared.acquire``), so Telegram's user 42 and WhatsApp's number 42 are two
+    (``bot.chat.state.InProcessState``), so Telegram's user 42 and WhatsApp's number 42 are two
     users, as in the replicas' shared limit (key ``"<channel>:<sender id>"``).
 
     ``max_n <= 0`` allows everything. State is in memory, one deque of timestamps per user

@@ -37,7 +37,7 @@ class RepeatFilter:
     """Remembers each chat's questions for ``window_s`` seconds (0 turns the filter off).
 
     A chat is any hashable key: the chat layer passes ``(channel, chat id)``
-    (``bot.chat.shared.check_repeat``), so Telegram's chat 42 and WhatsApp's number 42 are two
+    (``bot.chat.state.InProcessState``), so Telegram's chat 42 and WhatsApp's number 42 are two
     chats, as in the replicas' shared window (key ``"<channel>:<chat id>"``)."""
 
     window_s: float = 30.0

@@ -15,11 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from bot.chat.policy import ChannelPolicy
-from bot.chat.ratelimit import RateLimiter
-from bot.chat.repeats import RepeatFilter
-from bot.chat.shared import SharedStores, open_shared, prune_forever
-from bot.chat.tasks import stop_tasks
-from bot.chat.voice_cache import VoiceCache
+from bot.chat.state import ChatState, InProcessState, open_state
 from bot.settings import Settings
 from clients.openrouter import OpenRouterClient
 from clients.stt import SarvamSTT
@@ -37,13 +33,13 @@ class Services:
 
     ``answerer`` answers in either mode: extractively with ``pipeline`` in ``pipeline_pool``,
     off the event loop (``BOT_PIPELINE_THREADS`` threads), generatively with ``llm``;
-    ``clock`` returns monotonic seconds (the rate limiter's time source); ``channels`` holds
-    each front end's :class:`~bot.chat.policy.ChannelPolicy` (allow-list, size limits);
-    ``tts`` speaks replies, ``voice_pool`` encodes them (``BOT_VOICE_THREADS`` threads) and
-    ``voice_cache`` keeps the voice notes made (``bot.chat.voice_reply``). ``shared`` holds
-    the stores replicas share on PostgreSQL (rate limit, repeat window, voice-note index), None
-    on SQLite, where ``limiter``, ``repeats`` and ``voice_cache`` alone serve
-    (``bot.chat.shared`` picks).
+    ``clock`` returns monotonic seconds (a front end's own limits, e.g. the web page's new
+    sessions); ``channels`` holds each front end's :class:`~bot.chat.policy.ChannelPolicy`
+    (allow-list, size limits); ``tts`` speaks replies and ``voice_pool`` encodes them
+    (``BOT_VOICE_THREADS`` threads; ``bot.chat.voice_reply``). ``state`` is the rate limit,
+    the repeat window and the spoken-reply cache (:class:`~bot.chat.state.ChatState`): in this
+    process on SQLite, in the database replicas share on PostgreSQL (``bot.chat.state``
+    picks, once, in :meth:`open`).
     """
 
     settings: Settings
@@ -51,18 +47,14 @@ class Services:
     db: Database
     stt: SarvamSTT
     llm: OpenRouterClient
-    limiter: RateLimiter
     pipeline_pool: ThreadPoolExecutor
+    state: ChatState = field(default_factory=InProcessState)
     tts: SarvamTTS | None = None
-    voice_cache: VoiceCache = field(default_factory=lambda: VoiceCache(0))
     voice_pool: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="voice"))
-    repeats: RepeatFilter = field(default_factory=RepeatFilter)
     clock: Callable[[], float] = time.monotonic
     channels: dict[str, ChannelPolicy] = field(default_factory=dict)
-    shared: SharedStores | None = None
     answerer: Answerer = field(init=False)
-    _pruner: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.answerer = Answerer(self.pipeline, self.llm,
@@ -89,27 +81,21 @@ class Services:
                 db=db,
                 stt=SarvamSTT(settings.sarvam),
                 llm=OpenRouterClient(settings.openrouter),
-                limiter=RateLimiter(settings.bot.rate_limit_n, settings.bot.rate_limit_window_s),
                 pipeline_pool=ThreadPoolExecutor(settings.bot.pipeline_threads,
                                                  thread_name_prefix="pipeline"),
-                repeats=RepeatFilter(settings.bot.repeat_window_s),
+                state=open_state(db, settings),
                 tts=SarvamTTS(settings.sarvam, settings.tts),
-                voice_cache=VoiceCache(int(settings.tts.cache_mb * 2**20)),
                 voice_pool=ThreadPoolExecutor(settings.bot.voice_threads,
                                               thread_name_prefix="voice"),
-                shared=open_shared(db, settings),
             )
         except BaseException:
             await db.close()  # its worker thread would keep the process alive
             raise
-        if services.shared is not None:  # rows of senders who never come back
-            services._pruner = asyncio.create_task(prune_forever(services.shared),
-                                                   name="shared_state_prune")
+        services.state.start()  # shared: prunes rows of senders who never come back
         freeze_loaded_objects()
         log.info("services open encoder=%s index=%s db=%s state=%s took_ms=%.0f",
                  pipeline.encoder.name, settings.rag.index_dir, db.backend.location.display,
-                 "in_process" if services.shared is None else "shared",
-                 (time.perf_counter() - start) * 1e3)
+                 services.state.kind, (time.perf_counter() - start) * 1e3)
         return services
 
     def policy(self, channel: str) -> ChannelPolicy:
@@ -118,10 +104,11 @@ class Services:
         return self.channels.get(channel) or ChannelPolicy(channel)
 
     async def close(self) -> None:
-        """Close the HTTP clients, the pipeline threads and the database (pending writes are
-        already committed). Bounded: the pruner gets :data:`bot.chat.tasks.STOP_WAIT_S` to end
-        and is abandoned (logged) after that."""
-        await stop_tasks([self._pruner], "shared_state_prune")
+        """Close the state's background work, the HTTP clients, the pipeline threads and the
+        database (pending writes are already committed). Bounded: the shared state's prune loop
+        gets :data:`bot.chat.tasks.STOP_WAIT_S` to end and is abandoned (logged) after that
+        (``ChatState.close``, through ``bot.chat.tasks.stop_tasks``)."""
+        await self.state.close()
         self.pipeline_pool.shutdown(wait=True)
         self.voice_pool.shutdown(wait=True)
         await self.stt.aclose()

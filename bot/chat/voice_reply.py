@@ -21,7 +21,6 @@ import time
 import warnings
 from dataclasses import dataclass
 
-from bot.chat import shared
 from bot.chat.audio import AudioError
 from bot.chat.limits import ANSWER_BOUND_STAGE, MAX_SPEECH_CHARS, MAX_VOICE_REPLY_S, bound_text
 from bot.chat.messages import t
@@ -137,7 +136,7 @@ async def make_voice(services: Services, speech: Speech) -> VoiceOutcome:
     key = (speech.text, language_code, tts_settings.speaker, tts_settings.model)
     voice = f"{language_code} {tts_settings.speaker} {tts_settings.model}"
     start = time.perf_counter()
-    cached = await shared.cached_voice(services, key)
+    cached = await services.state.cached_voice(key)
     if cached is not None:
         return VoiceOutcome(cached, [Stage(
             STAGE, "cached", f"{voice}, {cached.duration_s:.1f} s of audio, {len(speech.text)} "
@@ -159,7 +158,7 @@ async def make_voice(services: Services, speech: Speech) -> VoiceOutcome:
     except AudioError as exc:
         return VoiceOutcome(None, [spoken, Stage(ENCODE_STAGE, "failed", str(exc),
                                                  _ms_since(start))])
-    await shared.keep_voice(services, key, audio)
+    await services.state.keep_voice(key, audio)
     return VoiceOutcome(audio, [spoken, Stage(
         ENCODE_STAGE, "ok", f"{audio.duration_s:.1f} s of audio, {len(synthesized.wav)} bytes WAV "
                             f"-> {len(audio.ogg)} bytes OGG/Opus", _ms_since(start))])
