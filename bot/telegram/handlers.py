@@ -13,8 +13,8 @@ from telegram.error import Conflict, Forbidden, NetworkError, RetryAfter, Telegr
 from telegram.ext import CallbackContext, ExtBot
 
 from bot.chat.commands import notice_reply
-from bot.chat.delivery import deliver
 from bot.chat.inbox import Claim
+from bot.chat.lifecycle import defer_logged, deliver_answer
 from bot.chat.messages import t
 from bot.chat.questions import answer_voice, reply_to_text
 from bot.chat.render import Text
@@ -110,18 +110,9 @@ async def on_other(update: Update, context: BotContext) -> None:
 
 
 async def send(context: BotContext, asker: Asker, reply: Reply) -> None:
-    """Deliver ``reply`` (``bot.chat.delivery``) and note its outcome on the update's claim."""
-    claim = context.claim
-    if claim is not None:
-        claim.decision_id = reply.decision_id
-    outcome = await deliver(context.services, context.outbox, asker, reply,
-                            claim.sending if claim is not None else _nothing)
-    if claim is not None:
-        claim.outcome = outcome
-
-
-async def _nothing() -> None:
-    return None
+    """Deliver ``reply`` and note its outcome on the update's claim (the chat layer's
+    ``bot.chat.lifecycle.deliver_answer``)."""
+    await deliver_answer(context.services, context.outbox, asker, reply, context.claim)
 
 
 async def download(media: Voice | Audio | Document) -> bytes:
@@ -147,9 +138,8 @@ async def on_error(update: object, context: BotContext) -> None:
     message = update.effective_message if isinstance(update, Update) else None
     chat_id = message.chat_id if message else None
     claim = context.claim
-    if claim is not None and error is not None and claim.defer(error):
-        log.warning("answer_deferred chat_id=%s kind=%s detail=%s: answered again later",
-                    chat_id, type(error).__name__, str(error).strip()[:200])
+    if claim is not None and error is not None and \
+            defer_logged(claim, error, "telegram", f"chat_id={chat_id} key={claim.key}"):
         return
     if claim is not None and isinstance(error, NetworkError) and not context.application.running:
         log.warning("reply_failed_at_shutdown chat_id=%s detail=%s: left unfinished in the inbox",

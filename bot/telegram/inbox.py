@@ -36,7 +36,7 @@ from telegram.ext import AIORateLimiter, Application
 
 from bot.chat.delivery import OnWire
 from bot.chat.inbox import ChannelInbox, Claim, Handler
-from bot.chat.lifecycle import answer_too_late
+from bot.chat.lifecycle import answer_too_late, defer_logged, settle
 from bot.telegram.incoming import asker_of, is_for_bot
 from storage.inbox import InboxItem
 
@@ -163,9 +163,7 @@ claims of the updates being handled are in ``bot_data["claims"]`` by ``update_id
                 await super().process_update(update)
         finally:
             claims.pop(update.update_id, None)
-        if claim.deferred is not None:
-            raise claim.deferred
-        await claim.finish()
+        await settle(claim)
 
     async def handle_stored(self, item: InboxItem, claim: Claim) -> None:
         """The dispatcher's handler (replicas): the stored update, answered under ``claim``."""
@@ -186,7 +184,8 @@ claims of the updates being handled are in ``bot_data["claims"]`` by ``update_id
         except TelegramError as exc:
             claim.outcome = f"stale_apology_failed detail={exc.message}"
         except Exception as exc:
-            if not claim.defer(exc):
+            if not defer_logged(claim, exc, "telegram", f"chat_id={message.chat_id} "
+                                f"key={claim.key}"):
                 raise
 
 

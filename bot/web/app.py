@@ -45,7 +45,6 @@ import json
 import logging
 import re
 import secrets
-import signal
 import sys
 import time
 import uuid
@@ -60,17 +59,14 @@ import jinja2
 from aiohttp import web
 from markupsafe import Markup as SafeHtml
 
-from bot.chat.context import load_context
-from bot.chat.delivery import OnWire, deliver
-from bot.chat.dispatch import CLOSE_WAIT_S
+from bot.chat.delivery import OnWire
 from bot.chat.inbox import Claim, channel_inbox
-from bot.chat.lifecycle import answer_too_late
+from bot.chat.lifecycle import Answering, MessageLifecycle, until_signalled
 from bot.chat.policy import ChannelPolicy
 from bot.chat.questions import answer_voice, reply_to_text
 from bot.chat.ratelimit import RateLimiter
 from bot.chat.render import Markup, Text, render_trace
 from bot.chat.services import Services
-from bot.chat.tasks import stop_tasks
 from bot.chat.types import Asker, Reply, VoiceNote
 from bot.chat.voice_cache import VoiceAudio
 from bot.errors import SettingsError, VoiceDownloadError
@@ -78,7 +74,6 @@ from bot.settings import Settings
 from bot.web.settings import WebSettings
 from rag.types import Result, Status
 from storage.backend import driver_errors
-from storage.inbox import InboxItem
 
 log = logging.getLogger(__name__)
 
@@ -215,21 +210,24 @@ def web_policy(web_settings: WebSettings) -> ChannelPolicy:
     return ChannelPolicy(CHANNEL, max_voice_bytes=int(web_settings.max_upload_mb * 2**20))
 
 
-class WebFrontEnd:
-    """The page, its forms and message handling; :func:`serving` runs it."""
+class WebFrontEnd(MessageLifecycle):
+    """The page and its forms; each message claimed is answered by the chat layer's lifecycle
+    (``bot.chat.lifecycle.MessageLifecycle``: log lines ``web_reply``, ``web_error``), its
+    replies kept for the page. :func:`serving` runs it."""
+
+    ref_name = "key"
 
     def __init__(self, services: Services, web_settings: WebSettings) -> None:
-        self.services, self.web = services, web_settings
+        self.web = web_settings
         services.channels[CHANNEL] = web_policy(web_settings)
         self.conversations = Conversations(web_settings.history, web_settings.max_sessions)
-        self.outbox = WebOutbox(self.conversations)
-        self.inbox = channel_inbox(services, CHANNEL)
+        super().__init__(services, channel_inbox(services, CHANNEL),
+                         WebOutbox(self.conversations))
         self.new_sessions = RateLimiter(NEW_SESSIONS_PER_HOUR, 3600.0)
         self.pages = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES),
                                         autoescape=True, trim_blocks=True, lstrip_blocks=True)
         self._auth = (hmac.new(web_settings.token.encode(), b"web-cookie", hashlib.sha256)
                       .hexdigest() if web_settings.token else None)
-        self._tasks: set[asyncio.Task[None]] = set()
         self._uploads: dict[str, bytes] = {}  # inbox key -> recording, until answered
 
     # ---------------------------------------------------------------- the server
@@ -359,7 +357,7 @@ class WebFrontEnd:
             self._uploads[key] = audio
         if not self.inbox.submit(claim, chat_id):
             # shielded: a browser that gives up waiting does not cancel the answer
-            await asyncio.shield(self._spawn(payload, claim))
+            await asyncio.shield(self.spawn(payload, claim))
         else:  # replicas: the dispatcher answers it in its chat's turn, mostly on this replica
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(exchange.answered.wait()), REPLICA_WAIT_S)
@@ -375,79 +373,37 @@ class WebFrontEnd:
         return web.Response(body=exchange.voice.ogg, content_type="audio/ogg",
                             headers={"Cache-Control": "private, max-age=3600"})
 
-    # ---------------------------------------------------------------- handling
-    def _spawn(self, payload: dict[str, Any], claim: Claim) -> asyncio.Task[None]:
-        """Answer ``payload`` in a task of its own, in its chat's turn (one process)."""
-        async def in_turn() -> None:
-            async with self.inbox.in_turn(payload["chat_id"]):
-                await self.handle(payload, claim)
+    # ---------------------------------------------------------------- the lifecycle's hooks
+    def asker_of(self, payload: dict[str, Any], claim: Claim) -> Asker:
+        """The session (``chat_id``) that sent ``payload``; its browser's language."""
+        chat_id = int(payload["chat_id"])
+        return Asker(CHANNEL, chat_id, user_id=chat_id, message_key=claim.key,
+                     language_code=payload.get("language_code"))
 
-        task = asyncio.create_task(in_turn(), name=f"web_answer:{claim.key}")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+    def age_s(self, payload: dict[str, Any]) -> float | None:
+        return time.time() - float(payload.get("sent_at", time.time()))
 
-    async def replay(self) -> int:
-        """Open the inbox (see ``bot.whatsapp.app``'s): replicas start the dispatcher; one
-        process answers the messages a previous run claimed but did not finish."""
-        pending = await self.inbox.open(self.handle_stored)
-        for item in pending:
-            self._spawn(json.loads(item.payload), self.inbox.held(item.message_key))
-        return len(pending)
-
-    async def handle_stored(self, item: InboxItem, claim: Claim) -> None:
-        """The dispatcher's handler (replicas).
-
-        Raises:
-            the error the answer was deferred for (``Claim.defer``).
-        """
-        await self.handle(json.loads(item.payload), claim)
-        if claim.deferred is not None:
-            raise claim.deferred
-
-    async def handle(self, payload: dict[str, Any], claim: Claim) -> None:
-        """Answer one claimed message, keep the reply for the page, store the outcome; never
-        raises (replicas: a deferred error is kept in ``claim.deferred``)."""
-        chat_id, key = int(payload["chat_id"]), claim.key
-        asker = Asker(CHANNEL, chat_id, user_id=chat_id, message_key=key,
-                      language_code=payload.get("language_code"))
-        exchange = self.conversations.get(chat_id, key) or self.conversations.add(
+    def begin(self, payload: dict[str, Any], claim: Claim) -> Answering:
+        """The message, with its :class:`Exchange` on the page (added if a crash lost it)."""
+        message = super().begin(payload, claim)
+        chat_id, key = message.asker.chat_id, claim.key
+        message.note = self.conversations.get(chat_id, key) or self.conversations.add(
             chat_id, Exchange(key, str(payload.get("question", "")),
                               is_voice=payload.get("type") == "voice"))
-        start = time.perf_counter()
-        try:
-            age_s = time.time() - float(payload.get("sent_at", time.time()))
-            if self.inbox.is_stale(age_s):
-                claim.outcome = await answer_too_late(self.services, self.outbox, asker, age_s,
-                                                      claim.sending)
-            else:
-                reply = await self.reply_to(asker, payload)
-                claim.decision_id = reply.decision_id
-                claim.outcome = await deliver(self.services, self.outbox, asker, reply,
-                                              claim.sending)
-                await self._describe(exchange, reply)
-        except Exception as exc:  # a bug must not kill the server or lose the outcome
-            if claim.defer(exc):
-                log.warning("answer_deferred channel=web chat_id=%s key=%s kind=%s detail=%s",
-                            chat_id, key, type(exc).__name__, str(exc).strip()[:200])
-                return
-            log.exception("web_error chat_id=%s key=%s", chat_id, key)
-            claim.outcome = "error"
-            try:
-                error = (await load_context(self.services, asker)).say("error")
-                await deliver(self.services, self.outbox, asker, error, claim.sending)
-                exchange.kind = "error"
-            except Exception:
-                log.exception("web_error_reply_failed chat_id=%s", chat_id)
-        exchange.is_done = True
-        self._uploads.pop(key, None)
-        try:
-            await claim.finish()
-        finally:
-            exchange.answered.set()  # the form waiting for it (replicas) returns
-        log.info("web_reply channel=web chat_id=%s key=%s type=%s decision_id=%s outcome=%s "
-                 "ms=%.0f", chat_id, key, payload.get("type"), claim.decision_id, claim.outcome,
-                 (time.perf_counter() - start) * 1e3)
+        return message
+
+    async def after_reply(self, message: Answering, reply: Reply) -> None:
+        await self._describe(message.note, reply)
+
+    def after_error_reply(self, message: Answering) -> None:
+        message.note.kind = "error"
+
+    def finished(self, message: Answering) -> None:
+        """The page shows the message answered, its recording is dropped, and the form waiting
+        for it (replicas) returns."""
+        message.note.is_done = True
+        self._uploads.pop(message.claim.key, None)
+        message.note.answered.set()
 
     async def reply_to(self, asker: Asker, payload: dict[str, Any]) -> Reply:
         """The reply to one message, from the chat layer."""
@@ -479,18 +435,6 @@ class WebFrontEnd:
             result.lang
         exchange.chain = render_trace(result.trace, result.lang,
                                       query=result.query or stored.transcript)
-
-    async def drain(self, timeout_s: float = 30.0) -> None:
-        """Wait at most ``timeout_s`` seconds for the messages being handled."""
-        if self._tasks:
-            await asyncio.wait(set(self._tasks), timeout=timeout_s)
-
-    async def aclose(self) -> None:
-        """Stop the inbox, let answers under way finish for up to ``CLOSE_WAIT_S`` seconds,
-        then cancel the rest (they stay unfinished in the inbox for the next start)."""
-        await self.inbox.aclose()
-        await self.drain(CLOSE_WAIT_S)
-        await stop_tasks(set(self._tasks), "web_answer")
 
 
 def chat_id_of_key(key: str) -> int:
@@ -546,11 +490,7 @@ async def _serve(settings: Settings, web_settings: WebSettings) -> None:
             auth = "token" if web_settings.token else "none (loopback)"
             log.info("web_listening url=%s/ auth=%s", url, auth)
             print(f"web: {url}/ (auth {auth})", flush=True)
-            stop = asyncio.Event()
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, stop.set)
-            await stop.wait()
+            await until_signalled()
     finally:
         await services.close()
 

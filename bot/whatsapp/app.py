@@ -41,7 +41,6 @@ import hmac
 import json
 import logging
 import re
-import signal
 import sys
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -52,16 +51,13 @@ from typing import Any, Literal
 from aiohttp import web
 
 from bot.chat.commands import notice_reply
-from bot.chat.context import load_context
-from bot.chat.delivery import DeliveryError, OnWire, deliver
-from bot.chat.dispatch import CLOSE_WAIT_S
+from bot.chat.delivery import DeliveryError, OnWire
 from bot.chat.inbox import Claim, channel_inbox
-from bot.chat.lifecycle import answer_too_late
+from bot.chat.lifecycle import MessageLifecycle, until_signalled
 from bot.chat.policy import ChannelPolicy
 from bot.chat.questions import answer_voice, reply_to_text
 from bot.chat.render import Text
 from bot.chat.services import Services
-from bot.chat.tasks import stop_tasks
 from bot.chat.types import Asker, Reply, VoiceNote
 from bot.chat.voice_cache import VoiceAudio
 from bot.errors import SettingsError, VoiceDownloadError
@@ -70,7 +66,6 @@ from bot.whatsapp.graph import GraphClient, GraphError
 from bot.whatsapp.markup import to_whatsapp
 from bot.whatsapp.settings import WhatsAppSettings
 from storage.backend import driver_errors
-from storage.inbox import InboxItem
 
 log = logging.getLogger(__name__)
 
@@ -180,8 +175,10 @@ class WhatsAppOutbox:
         return nullcontext()
 
 
-class WhatsAppFrontEnd:
-    """The webhook server and message handling; :func:`serving` runs it."""
+class WhatsAppFrontEnd(MessageLifecycle):
+    """The webhook server; each message claimed is answered by the chat layer's lifecycle
+    (``bot.chat.lifecycle.MessageLifecycle``: stale check, answer, deliver, defer or error
+    reply, finish; log lines ``whatsapp_reply``, ``whatsapp_error``). :func:`serving` runs it."""
 
     def __init__(self, services: Services, wa: WhatsAppSettings,
                  graph: GraphClient | None = None) -> None:
@@ -191,9 +188,7 @@ class WhatsAppFrontEnd:
             version=wa.api_version, timeout_s=wa.timeout_s, max_attempts=wa.max_attempts,
             backoff_base_s=wa.backoff_base_s, max_backoff_s=wa.max_backoff_s)
         services.channels[CHANNEL] = whatsapp_policy(wa)
-        self.outbox = WhatsAppOutbox(self.graph)
-        self.inbox = channel_inbox(services, CHANNEL)
-        self._tasks: set[asyncio.Task[None]] = set()
+        super().__init__(services, channel_inbox(services, CHANNEL), WhatsAppOutbox(self.graph))
 
     def make_app(self) -> web.Application:
         app = web.Application()
@@ -267,71 +262,16 @@ class WhatsAppFrontEnd:
                 log.info("whatsapp_duplicate message_id=%s chat_id=%s", wamid, sender)
                 continue
             if not self.inbox.submit(claim, int(sender)):  # replicas: in the chat's turn
-                self._spawn(message, claim)
+                self.spawn(message, claim)
 
-    def _spawn(self, message: dict[str, Any], claim: Claim) -> None:
-        """Answer ``message`` in a task of its own, in its chat's turn (one process)."""
-        async def in_turn() -> None:
-            async with self.inbox.in_turn(int(message["from"])):
-                await self.handle(message, claim)
+    # ------------------------------------------------------------ the lifecycle's hooks
+    def asker_of(self, message: dict[str, Any], claim: Claim) -> Asker:
+        """The sender of ``message``: its ``from`` (wa_id) is the chat and the user."""
+        wa_id = int(message["from"])
+        return Asker(CHANNEL, wa_id, user_id=wa_id, message_key=message["id"])
 
-        task = asyncio.create_task(in_turn(), name=f"whatsapp_answer:{claim.key}")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def replay(self) -> int:
-        """Open the inbox: replicas start the dispatcher (``bot.chat.dispatch``), which hands
-        stored messages to :meth:`handle_stored` in each chat's order; one process handles the
-        messages a previous run claimed but did not finish (the chat layer closes those whose
-        reply was already on the wire). Returns how many are handled now."""
-        pending = await self.inbox.open(self.handle_stored)
-        for item in pending:
-            self._spawn(json.loads(item.payload), self.inbox.held(item.message_key))
-        return len(pending)
-
-    async def handle_stored(self, item: InboxItem, claim: Claim) -> None:
-        """The dispatcher's handler (replicas): the stored message, answered under ``claim``.
-
-        Raises:
-            the database error or ``LeaseLostError`` the answer was deferred for
-            (``Claim.defer``), leaving the message unfinished for the dispatcher.
-        """
-        await self.handle(json.loads(item.payload), claim)
-        if claim.deferred is not None:
-            raise claim.deferred
-
-    async def handle(self, message: dict[str, Any], claim: Claim) -> None:
-        """Answer one claimed message and store its outcome; never raises (replicas: an error
-        the answer is deferred for is kept in ``claim.deferred``, nothing sent or stored)."""
-        wamid, wa_id = message["id"], message["from"]
-        asker = Asker(CHANNEL, int(wa_id), user_id=int(wa_id), message_key=wamid)
-        start = time.perf_counter()
-        try:
-            if self.inbox.is_stale(age_s := _age_s(message)):
-                claim.outcome = await answer_too_late(self.services, self.outbox, asker, age_s,
-                                                      claim.sending)
-            else:
-                reply = await self.reply_to(asker, message)
-                claim.decision_id = reply.decision_id
-                claim.outcome = await deliver(self.services, self.outbox, asker, reply,
-                                              claim.sending)
-        except Exception as exc:  # a bug must not kill the server or lose the outcome
-            if claim.defer(exc):
-                log.warning("answer_deferred channel=whatsapp chat_id=%s message_id=%s kind=%s "
-                            "detail=%s: answered again later", wa_id, wamid,
-                            type(exc).__name__, str(exc).strip()[:200])
-                return
-            log.exception("whatsapp_error chat_id=%s message_id=%s", wa_id, wamid)
-            claim.outcome = "error"
-            try:
-                error = (await load_context(self.services, asker)).say("error")
-                await deliver(self.services, self.outbox, asker, error, claim.sending)
-            except Exception:
-                log.exception("whatsapp_error_reply_failed chat_id=%s", wa_id)
-        await claim.finish()
-        log.info("whatsapp_reply channel=whatsapp chat_id=%s message_id=%s type=%s "
-                 "decision_id=%s outcome=%s ms=%.0f", wa_id, wamid, message.get("type"),
-                 claim.decision_id, claim.outcome, (time.perf_counter() - start) * 1e3)
+    def age_s(self, message: dict[str, Any]) -> float | None:
+        return _age_s(message)
 
     async def reply_to(self, asker: Asker, message: dict[str, Any]) -> Reply:
         """The reply to one message, from the chat layer."""
@@ -374,19 +314,10 @@ class WhatsAppFrontEnd:
             raise VoiceDownloadError(str(exc), is_too_big=exc.kind == "too_big",
                                      max_mb=self.wa.max_media_mb) from exc
 
-    async def drain(self, timeout_s: float = 30.0) -> None:
-        """Wait at most ``timeout_s`` seconds for the messages being handled (at shutdown, and
-        in tests)."""
-        if self._tasks:
-            await asyncio.wait(set(self._tasks), timeout=timeout_s)
-
     async def aclose(self) -> None:
-        """Stop the inbox, let answers under way finish for up to ``CLOSE_WAIT_S`` seconds
-        (as the dispatcher does), then cancel what is left (its message stays unfinished in the
-        inbox and is handled at the next start) and close the Graph client. Bounded."""
-        await self.inbox.aclose()
-        await self.drain(CLOSE_WAIT_S)
-        await stop_tasks(set(self._tasks), "whatsapp_answer")
+        """The lifecycle's bounded close (``MessageLifecycle.aclose``), then the Graph
+        client's."""
+        await super().aclose()
         await self.graph.aclose()
 
 
@@ -415,11 +346,7 @@ async def _serve(settings: Settings, wa: WhatsAppSettings) -> None:
         async with serving(services, wa) as (_front, url):
             log.info("whatsapp_listening url=%s%s graph=%s/%s phone_number_id=%s", url,
                      wa.webhook_path, wa.api_base, wa.api_version, wa.phone_number_id)
-            stop = asyncio.Event()
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, stop.set)
-            await stop.wait()
+            await until_signalled()
     finally:
         await services.close()
 
