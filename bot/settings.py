@@ -12,6 +12,7 @@ Sections and their prefixes:
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
@@ -165,3 +166,18 @@ class Settings:
             bot=replace(bot, allowed_user_ids=ids),
             tts=SarvamTTSSettings.from_env(env),
         )
+
+
+LOOPBACK_HOSTS = ("localhost",)
+"""Host names that bind to the loopback interface only (besides 127.0.0.0/8 and ::1)."""
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether binding to ``host`` reaches this machine only (the dashboard and the web page
+    refuse to bind anywhere else without a token)."""
+    if host in LOOPBACK_HOSTS:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: it may resolve anywhere
+        return False

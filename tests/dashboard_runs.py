@@ -18,14 +18,10 @@ from pathlib import Path
 import httpx
 
 from bot.chat.services import Services
-from bot.settings import BotSettings, Settings, TelegramSettings
 from bot.telegram.app import build_application, polling
 from bot.terminal.console import chat
 from bot.whatsapp.app import serving
 from bot.whatsapp.settings import WhatsAppSettings
-from clients.openrouter import OpenRouterSettings
-from clients.stt import SarvamSettings
-from clients.tts import SarvamTTSSettings
 from rag.pipeline import Pipeline
 from rag.settings import RagSettings
 from standins.sarvam import Reply, SarvamStandin
@@ -33,6 +29,7 @@ from standins.telegram import FakeTelegram
 from standins.voice_notes import make_voice_note
 from standins.whatsapp import FakeGraph, encode, sign, text_message
 from storage.db import Database
+from tests.fakes import chat_settings
 
 TELEGRAM_CHAT = 4242
 WA_ID = "919800000001"
@@ -62,22 +59,6 @@ SCRIPT: list[tuple[str, str, str, str, str]] = [
 ]
 
 
-def _settings(rag: RagSettings, db_path: Path, sarvam: SarvamStandin,
-              tg: FakeTelegram | None = None) -> Settings:
-    telegram = (TelegramSettings(token=tg.token, api_base=tg.base_url,
-                                 file_base=tg.base_file_url, poll_timeout_s=1)
-                if tg is not None else TelegramSettings())
-    return Settings(
-        rag=rag,
-        sarvam=SarvamSettings(api_key="test-key", base_url=sarvam.base_url, timeout_s=5.0,
-                              max_attempts=2, backoff_base_s=0.01),
-        openrouter=OpenRouterSettings(),
-        telegram=telegram,
-        bot=BotSettings(db_path=db_path, rate_limit_n=0),
-        tts=SarvamTTSSettings(backoff_base_s=0.01),
-    )
-
-
 async def _lines(items: Iterable[str]) -> AsyncIterator[str]:
     for item in items:
         yield item
@@ -97,7 +78,7 @@ async def _wait_for_stage(db_path: Path, channel: str, chat_id: int, stage: str)
 
 async def run_telegram(rag: RagSettings, pipeline: Pipeline, db_path: Path) -> None:
     async with FakeTelegram() as tg, SarvamStandin(api_key="test-key") as sarvam:
-        settings = _settings(rag, db_path, sarvam, tg)
+        settings = chat_settings(rag, db_path, sarvam, tg)
         async with polling(build_application(settings, pipeline), settings):
             for text in (XBOX, PM, CUCUMBER_HI, "a", TAMIL):
                 await tg.push_text(TELEGRAM_CHAT, text)
@@ -116,7 +97,7 @@ async def run_telegram(rag: RagSettings, pipeline: Pipeline, db_path: Path) -> N
 
 async def run_console(rag: RagSettings, pipeline: Pipeline, db_path: Path) -> list[str]:
     async with SarvamStandin(api_key="test-key") as sarvam:
-        services = await Services.open(_settings(rag, db_path, sarvam), pipeline)
+        services = await Services.open(chat_settings(rag, db_path, sarvam), pipeline)
         out: list[str] = []
         try:
             await chat(services, _lines([POLLUTION_TE, PM, "/quit"]), out.append)
@@ -131,7 +112,7 @@ async def run_whatsapp(rag: RagSettings, pipeline: Pipeline, db_path: Path) -> N
                               app_secret=SECRET, verify_token="verify", api_base=graph.url,
                               api_version=graph.version, listen="127.0.0.1", port=0,
                               backoff_base_s=0.05, max_attempts=3)
-        services = await Services.open(_settings(rag, db_path, sarvam), pipeline)
+        services = await Services.open(chat_settings(rag, db_path, sarvam), pipeline)
         try:
             async with serving(services, wa) as (front, url), \
                     httpx.AsyncClient(base_url=url) as http:

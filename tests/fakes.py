@@ -16,10 +16,16 @@ from pathlib import Path
 
 import numpy as np
 
+from bot.settings import BotSettings, Settings, TelegramSettings
+from clients.openrouter import OpenRouterSettings
+from clients.stt import SarvamSettings
+from clients.tts import SarvamTTSSettings
 from rag.corpus import read_passages
 from rag.settings import RagSettings
 from rag.text import content_tokens, tokenize
 from rag.types import Passage
+from standins.sarvam import SarvamStandin
+from standins.telegram import FakeTelegram
 
 NGRAM = 3
 """Character n-grams (within a word, with ``<``/``>`` word edges) added to the word features, so
@@ -119,3 +125,22 @@ def fake_rag_settings(index_dir: Path) -> RagSettings:
     production defaults."""
     return RagSettings(floor_en=FAKE_FLOOR, floor_hi=FAKE_FLOOR, floor_gu=FAKE_FLOOR,
                        floor_te=FAKE_FLOOR, use_gate=False, index_dir=index_dir)
+
+
+def chat_settings(rag: RagSettings, db_path: Path, sarvam: SarvamStandin,
+                  tg: FakeTelegram | None = None) -> Settings:
+    """Settings for a front end over ``rag`` answering into ``db_path`` (SQLite), speech through
+    the ``sarvam`` stand-in (short timeouts and back-offs), Telegram through ``tg`` when given,
+    no rate limit; tests ``replace`` sections as they need."""
+    telegram = (TelegramSettings(token=tg.token, api_base=tg.base_url,
+                                 file_base=tg.base_file_url, poll_timeout_s=1)
+                if tg is not None else TelegramSettings())
+    return Settings(
+        rag=rag,
+        sarvam=SarvamSettings(api_key="test-key", base_url=sarvam.base_url, timeout_s=5.0,
+                              max_attempts=2, backoff_base_s=0.01),
+        openrouter=OpenRouterSettings(),
+        telegram=telegram,
+        bot=BotSettings(db_path=db_path, rate_limit_n=0),
+        tts=SarvamTTSSettings(backoff_base_s=0.01),
+    )

@@ -24,12 +24,10 @@ from bot.chat.ratelimit import RateLimiter
 from bot.chat.render import Span, Text
 from bot.chat.repeats import RepeatFilter
 from bot.chat.services import Services
-from bot.settings import BotSettings, Settings, TelegramSettings
+from bot.settings import Settings
 from bot.whatsapp.app import serving, whatsapp_policy
 from bot.whatsapp.markup import split_text, to_whatsapp
 from bot.whatsapp.settings import WhatsAppSettings
-from clients.openrouter import OpenRouterSettings
-from clients.stt import SarvamSettings
 from standins.sarvam import Reply
 from standins.voice_notes import make_voice_note, tools_available
 from standins.whatsapp import (
@@ -43,6 +41,7 @@ from standins.whatsapp import (
 )
 from storage.db import Database
 from tests.conftest import ROOT
+from tests.fakes import chat_settings
 
 pytestmark = pytest.mark.skipif(not tools_available(), reason="needs espeak-ng and ffmpeg")
 
@@ -63,14 +62,7 @@ async def graph() -> AsyncIterator[FakeGraph]:
 
 @pytest.fixture
 def bot_settings(tmp_path, fake_settings, sarvam) -> Settings:
-    return Settings(
-        rag=fake_settings,
-        sarvam=SarvamSettings(api_key="test-key", base_url=sarvam.base_url, timeout_s=5.0,
-                              max_attempts=2, backoff_base_s=0.01),
-        openrouter=OpenRouterSettings(),
-        telegram=TelegramSettings(),
-        bot=BotSettings(db_path=tmp_path / "bot.sqlite3", rate_limit_n=0),
-    )
+    return chat_settings(fake_settings, tmp_path / "bot.sqlite3", sarvam)
 
 
 @pytest.fixture

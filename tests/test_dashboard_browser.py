@@ -18,33 +18,25 @@ import asyncio
 import csv
 import os
 import re
-import shutil
 import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from standins.voice_notes import tools_available
+from tests.browser import DESKTOP, PHONE, chromium, needs_chromium, screenshot_folder, wait_for
+from tests.browser import screenshot as browser_shot
 from tests.conftest import ROOT
 from tests.dashboard_runs import PM, SCRIPT, fill_by_bot_runs
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
-
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(CHROMIUM is None or CHROMEDRIVER is None,
-                       reason="needs Debian's chromium and chromium-driver (apt-get install "
-                       "chromium chromium-driver; .ci/run does)"),
+    needs_chromium,
     pytest.mark.skipif(not tools_available(), reason="needs espeak-ng and ffmpeg"),
 ]
-
-DESKTOP = (1280, 860)
-PHONE = (390, 844)
 
 
 @pytest.fixture(scope="module")
@@ -78,60 +70,19 @@ def downloads(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def browser(downloads):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--hide-scrollbars", "--lang=en-US", f"--window-size={DESKTOP[0]},{DESKTOP[1]}"):
-        options.add_argument(arg)
-    options.add_experimental_option("prefs", {
-        "download.default_directory": str(downloads), "download.prompt_for_download": False})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.implicitly_wait(0)
-    try:
+    with chromium(prefs={"download.default_directory": str(downloads),
+                         "download.prompt_for_download": False}) as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 @pytest.fixture(scope="module")
 def shots(tmp_path_factory) -> Path:
-    folder = os.environ.get("DASHBOARD_SCREENSHOT_DIR")
-    if folder:
-        path = Path(folder) if Path(folder).is_absolute() else ROOT / folder
-        path.mkdir(parents=True, exist_ok=True)
-        return path
-    return tmp_path_factory.mktemp("screenshots")
+    return screenshot_folder("DASHBOARD_SCREENSHOT_DIR", tmp_path_factory)
 
 
 def screenshot(driver, folder: Path, name: str, size: tuple[int, int] = DESKTOP) -> Path:
-    """The whole page as ``dashboard-<name>.png``: the viewport is set to the page's full
-    height through the DevTools protocol (a window cannot grow past the headless screen)."""
-    driver.set_window_size(*size)
-    height = driver.execute_script("return document.documentElement.scrollHeight")
-    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
-        "width": size[0], "height": min(max(size[1], int(height)), 4000),
-        "deviceScaleFactor": 1, "mobile": size == PHONE})
-    path = folder / f"dashboard-{name}.png"
-    try:
-        assert driver.save_screenshot(str(path))
-    finally:
-        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
-    data = path.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
-    return path
-
-
-def wait_for(condition, timeout_s: float = 10.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise TimeoutError("condition not met in time")
+    """The whole page as ``dashboard-<name>.png``."""
+    return browser_shot(driver, folder / f"dashboard-{name}.png", size)
 
 
 def rows(driver) -> list:

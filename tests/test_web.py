@@ -22,15 +22,14 @@ import pytest
 
 from bot.chat.ratelimit import RateLimiter
 from bot.chat.services import Services
-from bot.settings import BotSettings, Settings, TelegramSettings
+from bot.settings import Settings
 from bot.web.app import CHANNEL, chat_id_of, serving
 from bot.web.settings import WebSettings
-from clients.openrouter import OpenRouterSettings
-from clients.stt import SarvamSettings
 from standins.sarvam import Reply
 from standins.voice_notes import make_voice_note, tools_available
 from storage.db import Database
 from tests.conftest import ROOT
+from tests.fakes import chat_settings
 
 XBOX = "How much does an Xbox 360 cost?"
 CUCUMBER_HI = "छोटे खीरे में कैलोरी की मात्रा"
@@ -41,14 +40,7 @@ CITATION_HI = re.compile(r"1\. <code>hi-\d+-\d+</code> · हिंदी · स
 
 @pytest.fixture
 def bot_settings(tmp_path, settings, sarvam) -> Settings:
-    return Settings(
-        rag=settings,
-        sarvam=SarvamSettings(api_key="test-key", base_url=sarvam.base_url, timeout_s=5.0,
-                              max_attempts=2, backoff_base_s=0.01),
-        openrouter=OpenRouterSettings(),
-        telegram=TelegramSettings(),
-        bot=BotSettings(db_path=tmp_path / "bot.sqlite3", rate_limit_n=0),
-    )
+    return chat_settings(settings, tmp_path / "bot.sqlite3", sarvam)
 
 
 @pytest.fixture

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -30,21 +29,16 @@ from pathlib import Path
 import pytest
 
 from standins.voice_notes import speak_wav, tools_available
+from tests.browser import DESKTOP, PHONE, chromium, needs_chromium, screenshot_folder
+from tests.browser import screenshot as browser_shot
+from tests.browser import wait_for as wait_until
 from tests.conftest import ROOT
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(CHROMIUM is None or CHROMEDRIVER is None,
-                       reason="needs Debian's chromium and chromium-driver (apt-get install "
-                       "chromium chromium-driver; .ci/run does)"),
+    needs_chromium,
     pytest.mark.skipif(not tools_available(), reason="needs espeak-ng and ffmpeg"),
 ]
-
-DESKTOP = (1280, 860)
-PHONE = (390, 844)
 CUCUMBER_HI = "छोटे खीरे में कैलोरी की मात्रा"
 DEVANAGARI = re.compile(r"[\u0900-\u097F]")
 CITATION_HI = re.compile(r"1\. hi-\d+-\d+ · हिंदी · स्कोर 0\.\d{3}")
@@ -112,60 +106,25 @@ def speech_wav(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def browser(speech_wav):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--hide-scrollbars", "--lang=en-US", f"--window-size={DESKTOP[0]},{DESKTOP[1]}",
-                "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
-                f"--use-file-for-fake-audio-capture={speech_wav}",
-                "--autoplay-policy=no-user-gesture-required"):
-        options.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.implicitly_wait(0)
-    try:
+    with chromium(("--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
+                   f"--use-file-for-fake-audio-capture={speech_wav}",
+                   "--autoplay-policy=no-user-gesture-required")) as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 @pytest.fixture(scope="module")
 def shots(tmp_path_factory) -> Path:
-    folder = os.environ.get("WEB_SCREENSHOT_DIR")
-    if folder:
-        path = Path(folder) if Path(folder).is_absolute() else ROOT / folder
-        path.mkdir(parents=True, exist_ok=True)
-        return path
-    return tmp_path_factory.mktemp("screenshots")
+    return screenshot_folder("WEB_SCREENSHOT_DIR", tmp_path_factory)
 
 
 def screenshot(driver, folder: Path, name: str, size: tuple[int, int] = DESKTOP) -> Path:
-    """The whole page as ``web-<name>.png`` (as tests/test_dashboard_browser.py does)."""
-    driver.set_window_size(*size)
-    height = driver.execute_script("return document.documentElement.scrollHeight")
-    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
-        "width": size[0], "height": min(max(size[1], int(height)), 4000),
-        "deviceScaleFactor": 1, "mobile": size == PHONE})
-    path = folder / f"web-{name}.png"
-    try:
-        assert driver.save_screenshot(str(path))
-    finally:
-        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
-    data = path.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
-    return path
+    """The whole page as ``web-<name>.png``."""
+    return browser_shot(driver, folder / f"web-{name}.png", size)
 
 
 def wait_for(condition, timeout_s: float = 60.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise TimeoutError("condition not met in time")
+    """:func:`tests.browser.wait_for` with the web's longer default (an answer, not a click)."""
+    return wait_until(condition, timeout_s, step_s=0.1)
 
 
 def articles(driver) -> list:

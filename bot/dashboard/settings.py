@@ -3,16 +3,13 @@ for the database), overridden by ``python -m bot dashboard --host/--port/--db``.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from bot.settings import is_loopback_host
 from rag.settings import DEFAULT_DATA_DIR, bounded, settings_from_env, wire_text
-
-LOOPBACK_HOSTS = ("localhost",)
-"""Host names that bind to the loopback interface only (besides 127.0.0.0/8 and ::1)."""
 
 
 class DashboardConfigError(ValueError):
@@ -69,12 +66,7 @@ class DashboardSettings:
     @property
     def is_loopback(self) -> bool:
         """Whether ``host`` binds to this machine only."""
-        if self.host in LOOPBACK_HOSTS:
-            return True
-        try:
-            return ipaddress.ip_address(self.host).is_loopback
-        except ValueError:  # a host name: it may resolve anywhere
-            return False
+        return is_loopback_host(self.host)
 
     @property
     def has_credentials(self) -> bool:

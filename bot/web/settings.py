@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from bot.errors import SettingsError
+from bot.settings import is_loopback_host
 from rag.settings import bounded, settings_from_env, wire_text
-
-LOOPBACK_HOSTS = ("localhost",)
-"""Host names that bind to the loopback interface only (besides 127.0.0.0/8 and ::1)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,12 +48,7 @@ class WebSettings:
     @property
     def is_loopback(self) -> bool:
         """Whether ``host`` binds to this machine only."""
-        if self.host in LOOPBACK_HOSTS:
-            return True
-        try:
-            return ipaddress.ip_address(self.host).is_loopback
-        except ValueError:  # a host name: it may resolve anywhere
-            return False
+        return is_loopback_host(self.host)
 
     def exposure_problem(self) -> str | None:
         """Why these settings must not start (bound beyond loopback without a token), or None."""
