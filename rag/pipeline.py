@@ -99,6 +99,7 @@ class Prepared:
             floor=self.relevance.floor,
             is_low_confidence=self.relevance.is_low_confidence,
             trace=self.trace,
+            **best_passage(self.hits),
             **fields,
         )
 
@@ -127,6 +128,13 @@ class Prepared:
             reason=Reason(code, detail, score=self.relevance.top_score,
                           floor=self.relevance.floor, lang=self.lang),
         )
+
+
+def best_passage(hits: list[Hit]) -> dict:
+    """``Result.best_passage_id`` and ``best_passage_score`` from ``hits`` (best first)."""
+    if not hits:
+        return {}
+    return {"best_passage_id": hits[0].passage.id, "best_passage_score": hits[0].score}
 
 
 def _searched(asked: str, text: str) -> str:
@@ -291,7 +299,8 @@ class Pipeline:
             self._refuse_bad_input(verdict, text, query_lang, trace)
             vector = self._embed_stage(text, trace)
             hits, top_dense = self._search_stage(text, vector, query_lang, is_explicit, trace)
-            relevance = self._relevance_guard(top_dense, text, query_lang, trace, verdict.text)
+            relevance = self._relevance_guard(top_dense, hits, text, query_lang, trace,
+                                              verdict.text)
             prepared = Prepared(text, query_lang, vector, hits, relevance, trace,
                                 style=question_style(verdict.text, query_lang),
                                 asked=verdict.text)
@@ -396,10 +405,11 @@ class Pipeline:
                 for h in (hits if fusion else hits[:3]))
         return hits, top_dense
 
-    def _relevance_guard(self, top_dense: float | None, text: str, lang: str,
+    def _relevance_guard(self, top_dense: float | None, hits: list[Hit], text: str, lang: str,
                          trace: Trace, asked: str = "") -> RelevanceVerdict:
         """The floor's verdict on the dense top cosine ``top_dense`` (None: nothing found) for
-        the searched ``text`` of the question ``asked``.
+        the searched ``text`` of the question ``asked``; ``hits`` (best first) name the best
+        passage of a refusal.
 
         Raises:
             _Refused: ``Status.REFUSED_NO_MATCH`` with the score and the floor.
@@ -419,6 +429,7 @@ class Pipeline:
                 trace=trace,
                 reason=relevance.refusal,
                 searched=_searched(asked, text),
+                **best_passage(hits),
             ))
         return relevance
 

@@ -261,7 +261,10 @@ class Result:
     searched when that differs ("chai mein caffeine kitna hota hai" is searched as "chai में
     caffeine कितना होता है"; spoken fillers removed), else ``""``. A hedged answer
     (``Status.HEDGED``) carries its answer and citations as a confident one does, and ``reason``
-    with the gate's probability and thresholds (``ReasonCode.HEDGED``).
+    with the gate's probability and thresholds (``ReasonCode.HEDGED``). ``best_passage_id`` and
+    ``best_passage_score`` (its cosine) name the first hit of the search whatever the outcome,
+    a refusal included (None when the search did not run or found nothing): the dashboard's
+    list of refused questions shows what came closest.
     """
 
     status: Status
@@ -279,6 +282,8 @@ class Result:
     reason: Reason | None = None
     fallback: FallbackCode | None = None
     searched: str = ""
+    best_passage_id: str | None = None
+    best_passage_score: float | None = None
 
     @property
     def is_answered(self) -> bool:

@@ -220,8 +220,10 @@ class Database:
                     channel, chat_id, message_id, user_id, created_at, source, transcript,
                     query, lang, status, mode, answer, answer_lang, message,
                     top_score, floor, is_low_confidence, citations, trace,
-                    total_ms, stt_ms, reply_ms, reason, fallback, searched
-                ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    total_ms, stt_ms, reply_ms, reason, fallback, searched,
+                    best_passage_id, best_passage_score
+                ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+                          ?, ?)
                 RETURNING id
                 """,
                 (
@@ -230,6 +232,7 @@ class Database:
                     answer_lang, message, result.top_score, result.floor,
                     int(result.is_low_confidence), citations, trace,
                     result.trace.total_ms, stt_ms, reply_ms, reason, fallback, searched,
+                    _storable(result.best_passage_id), result.best_passage_score,
                 ),
             )
             decision_id = row[0]
@@ -388,6 +391,8 @@ def _decision_from_row(row: aiosqlite.Row) -> StoredDecision:
         reason=None if row["reason"] is None else Reason.from_dict(json.loads(row["reason"])),
         fallback=None if row["fallback"] is None else FallbackCode(row["fallback"]),
         searched=row["searched"] or "",
+        best_passage_id=row["best_passage_id"],
+        best_passage_score=row["best_passage_score"],
     )
     return StoredDecision(
         id=row["id"],

@@ -421,3 +421,14 @@ async def m008_decision_searched(conn: Tx) -> None:
     the user typed it (``query``): Hindi typed in Latin letters is searched in Devanagari
     (``rag.romanized``), spoken fillers removed; NULL when the same and in older rows."""
     await conn.execute("ALTER TABLE decisions ADD COLUMN searched TEXT")
+
+
+@migration
+async def m009_decision_best_passage(conn: Tx) -> None:
+    """``decisions.best_passage_id`` and ``best_passage_score`` (cosine): the search's first hit
+    (``Result.best_passage_id``), so the dashboard reads a refusal's closest passage from a
+    column instead of parsing the trace's wording; NULL when nothing was searched or found, and
+    in older rows."""
+    t = sql_types(conn.dialect)
+    await conn.execute("ALTER TABLE decisions ADD COLUMN best_passage_id TEXT")
+    await conn.execute(f"ALTER TABLE decisions ADD COLUMN best_passage_score {t.real}")

@@ -51,10 +51,6 @@ _DERIVED_CHANNEL_NO_WHATSAPP = """CASE
 _REASON_SQL = ("COALESCE(json_extract(d.reason, '$.code'), "
                "CASE WHEN d.status = 'answered' THEN 'none' ELSE 'unknown' END)")
 
-# The search stage's detail lists the top hits as "<passage id> <cosine>, ..." (rag.pipeline);
-# for a refusal that stored no citation it is the only record of the best passage.
-_FIRST_HIT_RE = re.compile(r"^\s*([a-z]{2}-\d+-\d+) (-?\d+(?:\.\d+)?)")
-
 
 @dataclass(frozen=True, slots=True)
 class DecisionFilter:
@@ -163,8 +159,9 @@ class SpeechFailure:
 
 @dataclass(frozen=True, slots=True)
 class RefusedQuestion:
-    """A refused question for the corpus to-do list: its best passage (the first citation, else
-    the first hit the search stage recorded; None when retrieval did not run) and scores."""
+    """A refused question for the corpus to-do list: its best passage (the search's first hit and
+    its cosine, stored with the decision: ``decisions.best_passage_id``; None when retrieval did
+    not run or found nothing, and for decisions stored before migration m009) and scores."""
 
     decision_id: int
     created_at: datetime
@@ -202,6 +199,9 @@ class DecisionReader:
                             if "channel" in decision_columns else derived)
         self.reason_sql = _REASON_SQL if "reason" in decision_columns else (
             "CASE WHEN d.status = 'answered' THEN 'none' ELSE 'unknown' END")
+        self.best_passage_sql = (  # before m009: not recorded
+            "d.best_passage_id, d.best_passage_score" if "best_passage_id" in decision_columns
+            else "NULL AS best_passage_id, NULL AS best_passage_score")
 
     @classmethod
     async def open(cls, path: Path, busy_timeout_ms: int = 2000) -> DecisionReader:
@@ -341,8 +341,9 @@ class DecisionReader:
         """Every refused decision, newest first, with its best passage and score."""
         rows = await self._all(
             f"SELECT d.id, d.created_at, {self.channel_sql} AS channel, d.lang, d.status, "
-            f"{self.reason_sql} AS reason, d.query, d.top_score, d.floor, d.citations, d.trace, "
-            "d.message FROM decisions d WHERE d.status LIKE 'refused%' ORDER BY d.id DESC", ())
+            f"{self.reason_sql} AS reason, d.query, d.top_score, d.floor, "
+            f"{self.best_passage_sql}, d.message FROM decisions d "
+            "WHERE d.status LIKE 'refused%' ORDER BY d.id DESC", ())
         return [_refused(r) for r in rows]
 
     async def inbox_backlog(self) -> list[InboxBacklog]:
@@ -411,16 +412,8 @@ def _speech_failure(r: aiosqlite.Row) -> SpeechFailure:
 
 
 def _refused(r: aiosqlite.Row) -> RefusedQuestion:
-    best_id, best_score = None, None
-    citations = json.loads(r["citations"])
-    if citations:
-        best_id, best_score = citations[0]["passage_id"], citations[0]["score"]
-    else:
-        search = [s for s in json.loads(r["trace"]) if s.get("name") == "search"]
-        match = _FIRST_HIT_RE.match(search[-1].get("detail", "")) if search else None
-        if match:
-            best_id, best_score = match.group(1), float(match.group(2))
     return RefusedQuestion(
         r["id"], datetime.fromisoformat(r["created_at"]), r["channel"], r["lang"], r["status"],
-        r["reason"], r["query"], r["top_score"], r["floor"], best_id, best_score, r["message"])
+        r["reason"], r["query"], r["top_score"], r["floor"], r["best_passage_id"],
+        r["best_passage_score"], r["message"])
 

@@ -34,6 +34,7 @@ from storage.backend import SqliteTx, driver_errors, open_backend
 from storage.errors import DatabaseOpenError, DecisionNotFoundError, StorageError
 from storage.inbox import Inbox, decision_of_sent
 from storage.migrations import MIGRATIONS, apply_migrations, m005_whatsapp_messages
+from storage.reader import DecisionReader
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TG = "telegram"
@@ -70,6 +71,8 @@ EXPECTED = {
         "fallback": "TEXT",
         "channel": "TEXT",
         "searched": "TEXT",
+        "best_passage_id": "TEXT",
+        "best_passage_score": "REAL",
     },
     "refusals": {
         "id": "INTEGER",
@@ -351,6 +354,27 @@ async def test_refused_decision_is_logged_as_refusal(db):
     assert (refusal.lang, refusal.top_score, refusal.floor) == ("hi", 0.779, 0.85)
     assert refusal.reason == "top 0.779 < floor 0.850 (hi)"
     assert refusal.created_at == (await db.last_decision(TG, 5)).created_at
+
+
+async def test_a_refusals_best_passage_is_stored_in_columns_the_dashboard_reads(
+        sqlite_db, db_path):
+    """The closest passage of a refused question (no citation) is a typed field of the
+    decision, not words parsed back from the trace."""
+    result = refused_result()
+    result.best_passage_id, result.best_passage_score = "hi-1102432-0", 0.779
+    result.trace.add("search", "5 hits", "wording that no reader depends on", 2.0)
+    decision_id = await sqlite_db.record_decision(TG, 5, 10, 20, "text", result)
+
+    stored = await sqlite_db.last_decision(TG, 5)
+    reader = await DecisionReader.open(db_path)
+    try:
+        [listed] = await reader.refused_questions()
+    finally:
+        await reader.close()
+    assert (stored.result.best_passage_id, stored.result.best_passage_score) == (
+        "hi-1102432-0", 0.779)
+    assert (listed.decision_id, listed.best_passage_id, listed.best_score) == (
+        decision_id, "hi-1102432-0", 0.779)
 
 
 async def test_answered_and_error_decisions_are_not_logged_as_refusals(db):
