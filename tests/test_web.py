@@ -7,7 +7,9 @@ exposed host without a token.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import os
 import re
 import subprocess
@@ -253,6 +255,37 @@ async def test_a_recording_over_the_upload_limit_is_refused_before_it_is_read(bo
             assert await services.db.count_decisions() == 0
     finally:
         await services.close()
+
+
+async def test_bad_posts_get_a_stated_reply_never_silence_or_a_traceback(front, browser,
+                                                                        caplog):
+    """Found by trying it: an empty question, a body that is not the page's form, an empty
+    recording, and a body declared far over the limit (refused from its header, before a
+    byte of it is read) each get a notice or a 400 saying what to send, and a log line."""
+    caplog.set_level(logging.INFO)
+    page = (await browser.get("/")).text
+    sent = await browser.post("/ask", data={"question": "  \n ", "msg": form_msg(page)})
+    assert sent.status_code == 303 and sent.headers["Location"] == "/?notice=empty"
+    assert "Type a question first." in (await browser.get(sent.headers["Location"])).text
+    for body in ({"json": {"question": "hi"}}, {"data": {"msg": form_msg(page)}}):
+        refused = await browser.post("/ask", **body)
+        assert refused.status_code == 400 and "field 'question'" in refused.text
+    sent = await browser.post("/voice", data={"msg": form_msg(page)},
+                              files={"audio": ("q.webm", b"", "audio/webm")})
+    assert sent.headers["Location"] == "/?notice=no_audio"
+    assert "No recording arrived" in (await browser.get(sent.headers["Location"])).text
+    host, port = front.url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:  # a header announcing 10 GB, then only a few bytes: answered at once from the header
+        writer.write(b"POST /voice HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; "
+                     b"boundary=b\r\nContent-Length: 10000000000\r\n\r\n--b\r\n")
+        await writer.drain()
+        status = await asyncio.wait_for(reader.readline(), 10)
+    finally:
+        writer.close()
+    assert status.startswith(b"HTTP/1.1 303"), status
+    assert articles((await browser.get("/")).text) == []  # nothing was taken as a question
+    assert "web_refused reason=too_big" in caplog.text and "Traceback" not in caplog.text
 
 
 async def test_one_address_cannot_take_a_new_session_for_every_question(front):

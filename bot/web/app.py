@@ -53,7 +53,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import jinja2
 from aiohttp import web
@@ -74,6 +74,9 @@ from bot.settings import Settings
 from bot.web.settings import WebSettings
 from rag.types import Result, Status
 from storage.backend import driver_errors
+
+if TYPE_CHECKING:
+    from multidict import MultiDictProxy  # aiohttp's (request.post()'s type)
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +102,9 @@ REPLICA_WAIT_S = 90.0
 the page is shown with it still "answering…": past the slowest voice answer (Sarvam's 20 s
 speech-to-text budget for a note, the pipeline, 20 s for a spoken reply), short of a proxy's
 usual 100-120 s timeout."""
+FORM_OVERHEAD_BYTES = 65536
+"""Bytes a request body may carry beyond the recording (``BOT_WEB_MAX_UPLOAD_MB``): the form's
+other fields and the multipart framing, with room to spare."""
 QUESTION_CHARS = 4000
 """Longest question accepted from the form, in characters; more is cut before the chat layer
 (whose input guard refuses anything over its own, lower, limit with a stated reason)."""
@@ -229,11 +235,11 @@ class WebFrontEnd(MessageLifecycle):
         self._auth = (hmac.new(web_settings.token.encode(), b"web-cookie", hashlib.sha256)
                       .hexdigest() if web_settings.token else None)
         self._uploads: dict[str, bytes] = {}  # inbox key -> recording, until answered
+        self.max_body_bytes = int(web_settings.max_upload_mb * 2**20) + FORM_OVERHEAD_BYTES
 
     # ---------------------------------------------------------------- the server
     def make_app(self) -> web.Application:
-        app = web.Application(middlewares=[self._guard],
-                              client_max_size=int(self.web.max_upload_mb * 2**20) + 65536)
+        app = web.Application(middlewares=[self._guard], client_max_size=self.max_body_bytes)
         app.router.add_get("/", self.page)
         app.router.add_post("/ask", self.ask)
         app.router.add_post("/voice", self.voice)
@@ -291,33 +297,65 @@ class WebFrontEnd(MessageLifecycle):
         body = self.pages.get_template("page.html").render(
             exchanges=[_view(e) for e in exchanges], msg=uuid.uuid4().hex,
             notice=request.query.get("notice", "")[:200], max_upload_mb=self.web.max_upload_mb,
+            max_chars=self.services.settings.rag.max_query_chars,
             can_record=bool(self.services.settings.sarvam.api_key))  # speech-to-text needs it
         response = web.Response(text=body, content_type="text/html", headers={
             "Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
             "Referrer-Policy": "no-referrer"})
         return self._keep(response, token, is_new)
 
+    async def _form(self, request: web.Request, field: str
+                    ) -> MultiDictProxy | web.StreamResponse:
+        """The posted form, or what to answer instead (each logged as ``web_refused``): a body
+        declared over :attr:`max_body_bytes` is refused before it is read (303 to the page's
+        "too big" notice), a body without ``field`` (not the page's form) gets 400 with what to
+        send, and a client gone mid-body gets 400 (nobody reads it)."""
+        if (request.content_length or 0) > self.max_body_bytes:
+            log.warning("web_refused reason=too_big path=%s bytes=%d", request.path,
+                        request.content_length)
+            return _see_other("/?notice=too_big")
+        try:
+            form = await request.post()
+        except web.HTTPRequestEntityTooLarge:
+            log.warning("web_refused reason=too_big path=%s", request.path)
+            return _see_other("/?notice=too_big")
+        except (ConnectionResetError, asyncio.IncompleteReadError) as exc:
+            log.warning("web_refused reason=client_gone path=%s detail=%s", request.path, exc)
+            return web.Response(status=400, text="the request ended before its body")
+        except ValueError as exc:  # a malformed multipart or url-encoded body
+            log.warning("web_refused reason=malformed path=%s detail=%s", request.path, exc)
+            return web.Response(status=400, text=f"send the page's form (field {field!r})")
+        if field not in form:
+            log.warning("web_refused reason=no_%s path=%s content_type=%s", field, request.path,
+                        request.content_type)
+            return web.Response(status=400, text=f"send the page's form (field {field!r})")
+        return form
+
     async def ask(self, request: web.Request) -> web.StreamResponse:
-        """A typed question from the form: claimed, answered, then 303 back to the page."""
-        form = await request.post()
+        """A typed question from the form: claimed, answered, then 303 back to the page (with
+        a notice when it was empty)."""
+        form = await self._form(request, "question")
+        if isinstance(form, web.StreamResponse):
+            return form
         question = form.get("question")
         question = question[:QUESTION_CHARS] if isinstance(question, str) else ""
         if not question.strip():
-            return _see_other("/")
+            log.info("web_refused reason=empty_question path=/ask")
+            return _see_other("/?notice=empty")
         return await self._take(request, form.get("msg"), {"type": "text", "text": question},
                                 question, is_voice=False)
 
     async def voice(self, request: web.Request) -> web.StreamResponse:
         """A voice note recorded in the page (multipart ``audio``), answered like one from
         Telegram; 303 back to the page."""
-        try:
-            form = await request.post()
-        except web.HTTPRequestEntityTooLarge:
-            return _see_other("/?notice=too_big")
+        form = await self._form(request, "audio")
+        if isinstance(form, web.StreamResponse):
+            return form
         upload = form.get("audio")
         data = upload.file.read() if isinstance(upload, web.FileField) else b""
         if not data:
-            return _see_other("/")
+            log.info("web_refused reason=empty_recording path=/voice")
+            return _see_other("/?notice=no_audio")
         return await self._take(request, form.get("msg"), {"type": "voice", "bytes": len(data)},
                                 f"recorded, {len(data) / 1024:.0f} KB", is_voice=True,
                                 audio=data)
