@@ -30,6 +30,7 @@ still avoids keeping the file on disk and stops as soon as the per-language cap 
 
 from __future__ import annotations
 
+import gc
 import os
 import tempfile
 import threading
@@ -243,11 +244,24 @@ def hub_rows(lang: str, *, base: str = HF_BASE, revision: str | None = None,
             "parquet", data_files={"train": path}, split="train", streaming=True,
             columns=["query_id", "target_lang", "passages"], batch_size=batch_size,
         )
-        yield from stream
-    except CorpusError:
-        raise
+        rows = iter(stream)
     except Exception as exc:  # network, HTTP, parquet errors, whatever the transport raises
         raise _unreachable(f"reading {path}: {type(exc).__name__}: {exc}") from exc
+    try:
+        yield from rows
+    except Exception as exc:
+        raise _unreachable(f"reading {path}: {type(exc).__name__}: {exc}") from exc
+    finally:
+        # A stream read only in part (the caller stops at its per-language count) must be torn
+        # down now, while Arrow is alive: left to the interpreter's exit, pyarrow's parquet
+        # scanner aborts the process ("terminate called without an active exception", exit
+        # -6, seen once in a loaded CI run of tests/test_hub.py; huggingface/datasets#7566,
+        # apache/arrow#45214).
+        close = getattr(rows, "close", None)
+        if close is not None:
+            close()
+        del rows, stream
+        gc.collect()
 
 
 def fetch_corpus(
