@@ -5,6 +5,7 @@ unfinished for the dispatcher instead of answering it."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import sqlite3
@@ -53,6 +54,7 @@ class Probe(MessageLifecycle):
         super().__init__(services, channel_inbox(services, CHANNEL), KeptOutbox())
         self.finished_keys: list[str] = []
         self.asked: list[str] = []
+        self.started = asyncio.Event()
 
     def asker_of(self, payload: dict[str, Any], claim: Claim) -> Asker:
         return Asker(CHANNEL, payload["chat"], user_id=payload["chat"], message_key=claim.key,
@@ -67,6 +69,12 @@ class Probe(MessageLifecycle):
             raise RuntimeError("a bug in the answer")
         if payload.get("fail") == "database":
             raise sqlite3.OperationalError("database is locked")
+        if payload.get("fail") == "cancelled":  # as psycopg does when a cancel goes unanswered
+            self.started.set()
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                raise sqlite3.OperationalError("the connection is closed") from None
         return Reply([Text.plain(f"answer to {payload['text']}")])
 
     def finished(self, message: Answering) -> None:
@@ -158,3 +166,16 @@ async def test_replay_answers_what_a_crash_left_pending(probe):
     await probe.drain(10)
     assert probe.outbox.sent[CHAT] == ["answer to left"]
     assert (await row(probe, "left")).status == "done"
+
+
+async def test_an_answer_cancelled_at_shutdown_stays_unfinished_even_if_the_driver_hid_it(probe):
+    """``aclose`` cancels answers still running after its wait; a driver that turns that
+    cancellation into its own error must not make it an "error" outcome with an error reply."""
+    task = probe.spawn(*await claimed(probe, "slow", fail="cancelled"))
+    await asyncio.wait_for(probe.started.wait(), 10)
+    task.cancel()
+    await asyncio.wait({task}, timeout=10)
+    assert task.cancelled()
+    assert probe.outbox.sent == {}
+    assert (await row(probe, "slow")).status == "pending"  # answered at the next start
+    assert probe.finished_keys == []

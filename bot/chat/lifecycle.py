@@ -43,7 +43,7 @@ from bot.chat.delivery import OnWire, Outbox, deliver
 from bot.chat.dispatch import CLOSE_WAIT_S
 from bot.chat.inbox import ChannelInbox, Claim
 from bot.chat.services import Services
-from bot.chat.tasks import stop_tasks
+from bot.chat.tasks import raise_if_cancelled, stop_tasks
 from bot.chat.types import Asker, Reply
 from storage.inbox import InboxItem
 
@@ -100,17 +100,11 @@ async def deliver_answer(services: Services, outbox: Outbox, asker: Asker, reply
     Raises:
         What ``deliver`` raises besides ``DeliveryError`` (a database error, ``LeaseLostError``).
     """
-    if claim is not None:
-        claim.decision_id = reply.decision_id
-    outcome = await deliver(services, outbox, asker, reply,
-                            claim.sending if claim is not None else _nothing)
-    if claim is not None:
-        claim.outcome = outcome
-    return outcome
-
-
-async def _nothing() -> None:
-    return None
+    if claim is None:
+        return await deliver(services, outbox, asker, reply)
+    claim.decision_id = reply.decision_id
+    claim.outcome = await deliver(services, outbox, asker, reply, claim.sending)
+    return claim.outcome
 
 
 async def settle(claim: Claim) -> None:
@@ -245,6 +239,9 @@ class MessageLifecycle:
                 await deliver_answer(self.services, self.outbox, asker, reply, claim)
                 await self.after_reply(message, reply)
         except Exception as exc:  # a bug must not kill the server or lose the outcome
+            # cancelled (aclose after CLOSE_WAIT_S) while the driver turned it into its own
+            # error: end as cancelled, the message unfinished, no error reply
+            raise_if_cancelled()
             if defer_logged(claim, exc, self.channel, self.ref(message)):
                 return
             log.exception("%s_error %s", self.channel, self.ref(message))
@@ -254,6 +251,7 @@ class MessageLifecycle:
                 await deliver(self.services, self.outbox, asker, error, claim.sending)
                 self.after_error_reply(message)
             except Exception:
+                raise_if_cancelled()
                 log.exception("%s_error_reply_failed chat_id=%s", self.channel, asker.chat_id)
         try:
             await claim.finish()
