@@ -183,10 +183,15 @@ class Inbox:
                 (channel, chat_id, now_s))
             if row is None or row["status"] != "pending":
                 return None
-            if row["claimed_by"] not in (None, holder) and row["lease_until_s"] > now_s:
+            # the UPDATE checks again what the SELECT saw: the chat's lock does not stop the
+            # holder from marking the message sending in between (its reply leaving), and a take
+            # that overwrote that would send the reply a second time (issue 30)
+            n_rows = await conn.execute(
+                "UPDATE inbox SET claimed_by = ?, lease_until_s = ? WHERE id = ? AND "
+                "status = 'pending' AND (claimed_by IS NULL OR claimed_by = ? OR "
+                "lease_until_s <= ?)", (holder, now_s + lease_s, row["id"], holder, now_s))
+            if n_rows != 1:
                 return None
-            await conn.execute("UPDATE inbox SET claimed_by = ?, lease_until_s = ? WHERE id = ?",
-                               (holder, now_s + lease_s, row["id"]))
         return replace(_item_from_row(row), claimed_by=holder, lease_until_s=now_s + lease_s)
 
     async def finish(self, channel: str, message_key: str, outcome: str,

@@ -302,6 +302,49 @@ async def test_one_chat_is_handed_out_in_order_one_message_at_a_time(db):
     assert (again.message_key, again.claimed_by) == ("7/2/0", "a")
 
 
+@pytest.mark.slow
+@pytest.mark.postgres
+async def test_a_take_overtaken_by_the_holders_send_does_not_take_the_message(pg_url):
+    """Issue 30 (one question answered twice by two replicas, beside a CPU hog): replica b
+    reads a's message as ``pending`` with a's lease run out; a marks it ``sending`` (its late
+    reply leaves) before b's UPDATE lands. b must not get it, or b would answer it too: a's
+    ``sending`` row, taken over by b, let b's own send through. The race is made certain here:
+    a row lock held by "a" stops b's UPDATE until a's send is committed."""
+    import psycopg
+
+    async with await Database.open(pg_url) as db:
+        inbox = Inbox(db)
+        await claim_messages(db, 7, ["7/1/0"])
+        assert await inbox.take("telegram", "7/1/0", "a", lease_s=3, now_s=0.0)  # long expired
+        async with await psycopg.AsyncConnection.connect(pg_url) as a_conn, \
+                await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as watcher:
+            async with a_conn.transaction():
+                await a_conn.execute("SELECT id FROM inbox WHERE message_key = '7/1/0' "
+                                     "FOR UPDATE")
+                b_take = asyncio.create_task(
+                    inbox.take_next_in_chat("telegram", 7, "b", lease_s=3))
+
+                async def b_waits_on_the_row() -> bool:
+                    cursor = await watcher.execute(
+                        "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                        "AND datname = current_database()")
+                    return (await cursor.fetchone())[0] == 1
+
+                for _ in range(500):
+                    if await b_waits_on_the_row() or b_take.done():
+                        break
+                    await asyncio.sleep(0.01)
+                assert not b_take.done(), "b's take did not reach its UPDATE"
+                await a_conn.execute(  # Inbox.mark_sending("telegram", "7/1/0", holder="a")
+                    "UPDATE inbox SET status = 'sending' WHERE message_key = '7/1/0' AND "
+                    "status = 'pending' AND claimed_by = 'a'")
+            assert await asyncio.wait_for(b_take, 10) is None
+        item = await inbox.get("telegram", "7/1/0")
+        assert (item.status, item.claimed_by) == ("sending", "a")
+        # so b's send is refused: the message is a's
+        assert not await inbox.mark_sending("telegram", "7/1/0", holder="b")
+
+
 async def test_replicas_taking_one_message_at_once_exactly_one_wins(db_target):
     replicas = await open_replicas(db_target, 3)
     try:
