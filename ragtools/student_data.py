@@ -271,18 +271,21 @@ def narrowed(record: dict, q_vectors: dict[str, np.ndarray], s_vectors: dict[str
             "label": [labels[i] for i in sorted(keep)]}
 
 
-def earlier_teacher_scores(out: Path) -> dict[tuple[str, str], float]:
-    """The teacher's logits by (English question, English sentence) in an earlier build's files
-    at ``out`` (none: empty), so a rebuild scores only what is new."""
-    known: dict[tuple[str, str], float] = {}
+def earlier_teacher_scores(out: Path) -> dict[tuple[str, tuple[str, ...]], list[float]]:
+    """The teacher's logits by (English question, a record's English sentences) in an earlier
+    build's files at ``out`` (none: empty), so a rebuild scores only what is new. By the whole
+    batch, as it was scored: int8 activations are quantised per batch, so a sentence scored in
+    another batch gets a slightly other logit."""
+    known: dict[tuple[str, tuple[str, ...]], list[float]] = {}
     for path in (out, held_out_file(out)):
         if not path.is_file():
             continue
         for record in _read_jsonl(path):
             english = record["questions"].get("en")
-            for sentence, logit in zip(record["sentences"], record["teacher"], strict=True):
-                if english and logit is not None and "en" in sentence:
-                    known[(english, sentence["en"])] = logit
+            pairs = [(s["en"], t) for s, t in zip(record["sentences"], record["teacher"],
+                                                  strict=True) if "en" in s and t is not None]
+            if english and pairs:
+                known[(english, tuple(s for s, _ in pairs))] = [t for _, t in pairs]
     return known
 
 
@@ -325,12 +328,19 @@ def build_pairs(out: Path, encoder, teacher) -> dict[str, int]:
         records.append({"group": item["group"], "questions": item["questions"],
                         "kind": "answerable", "origin": "xquad", "sentences": sentences,
                         "label": _labels(sentences, item["answers"], "answerable")})
-    questions = sorted({t for r in records for t in r["questions"].values()})
-    q_vectors = dict(zip(questions, cached_vectors(encoder, questions, cache, is_query=True),
-                         strict=True))
-    missing = sorted({t for r in records for s in r["sentences"] for t in s.values()
-                      if t not in topics.vector})
-    topics.vector.update(zip(missing, cached_vectors(encoder, missing, cache), strict=True))
+    # encoded in two groups, the records of the gu/te test questions' topics apart (held out):
+    # int8 activations are quantised per batch, so a vector depends on its batch, and the
+    # training file must not change when held-out records do
+    q_vectors: dict[str, np.ndarray] = {}
+    gu_te_test_topics = {f"topic:{p.split('-')[1]}" for p in test_passages}
+    for is_apart in (False, True):
+        chosen = [r for r in records if (r["group"] in gu_te_test_topics) == is_apart]
+        questions = sorted({t for r in chosen for t in r["questions"].values()} - set(q_vectors))
+        q_vectors.update(zip(questions, cached_vectors(encoder, questions, cache, is_query=True),
+                             strict=True))
+        missing = sorted({t for r in chosen for s in r["sentences"] for t in s.values()
+                          if t not in topics.vector})
+        topics.vector.update(zip(missing, cached_vectors(encoder, missing, cache), strict=True))
     known = earlier_teacher_scores(out)
     start = time.monotonic()
     n_scored = 0
@@ -347,14 +357,13 @@ def build_pairs(out: Path, encoder, teacher) -> dict[str, int]:
                 en_rows = [i for i, s in enumerate(record["sentences"]) if "en" in s]
                 teacher_scores: list[float | None] = [None] * len(record["sentences"])
                 if english and en_rows and (split == "train" or n % HELD_OUT_TEACHER_EVERY == 0):
-                    texts = [record["sentences"][i]["en"] for i in en_rows]
-                    todo = [t for t in texts if (english, t) not in known]
-                    if todo:
-                        for t, logit in zip(todo, teacher.score(english, todo), strict=True):
-                            known[(english, t)] = round(float(logit), 3)
-                    for i, t in zip(en_rows, texts, strict=True):
-                        teacher_scores[i] = known[(english, t)]
-                    n_scored += len(todo)
+                    texts = tuple(record["sentences"][i]["en"] for i in en_rows)
+                    if (english, texts) not in known:  # a record's sentences in one batch
+                        known[(english, texts)] = [round(float(logit), 3) for logit in
+                                                   teacher.score(english, list(texts))]
+                        n_scored += len(texts)
+                    for i, logit in zip(en_rows, known[(english, texts)], strict=True):
+                        teacher_scores[i] = logit
                 record["teacher"] = teacher_scores
                 handle.write(json.dumps(record, ensure_ascii=False) + "\n")
                 counts[f"{record['origin']}/{split}"] += 1
