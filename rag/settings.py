@@ -61,8 +61,9 @@ class RagSettings:
     grounding_similarity: float = bounded(0.794, -1.0, 1.0)
     # Answerability gate after the floors (rag/gate.py; fitted by scripts/fit_answering.py).
     use_gate: bool = True
-    # The English reader (rag/reader.py, issue 31) feeding the gate's English model; without it
-    # English questions are gated by the model the other languages use.
+    # The readers feeding the gate's reader models: the English one (rag/reader.py, issue 31) and
+    # the multilingual student for hi/gu/te (rag/student_reader.py, issue 32); without them
+    # every question is gated by the plain model.
     use_reader: bool = True
     # Input guard limits (characters after whitespace folding). A MS MARCO query is < 200 chars;
     # 1,000 leaves room for the transcript of a 2-minute voice note (~150 words) and stays

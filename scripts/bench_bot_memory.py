@@ -55,12 +55,16 @@ def main() -> int:
     from rag.reader import load_reader
     from rag.retrieval import load_fusion
     from rag.settings import RagSettings
+    from rag.student_reader import StudentReader
 
     settings = RagSettings.from_env()
     gate = AnswerabilityGate.load() if settings.use_gate else None
     step("gate")
-    reader = load_reader() if settings.use_reader and gate and gate.reader_models else None
+    read_langs = set(gate.reader_models) if settings.use_reader and gate else set()
+    reader = load_reader() if "en" in read_langs else None
     step(f"reader ({'loaded' if reader else 'not used'})")
+    student = StudentReader() if read_langs - {"en"} else None
+    step(f"student reader ({'loaded' if student else 'not used'})")
     encoder = load_encoder(settings.encoder)
     step(f"encoder {settings.encoder}")
     if settings.encoder.startswith("onnx-"):
@@ -71,11 +75,13 @@ def main() -> int:
     step(f"index and BM25 ({settings.index_dir})")
     fusion = load_fusion() if settings.retrieval == "hybrid" else None
     step("fusion weights")
-    pipeline = Pipeline(settings, encoder, index, gate, fusion=fusion, reader=reader)
+    pipeline = Pipeline(settings, encoder, index, gate, fusion=fusion, reader=reader,
+                        student=student)
     step("Pipeline() (selector, tables)")
     pipeline.encode_query("warm-up")
-    if reader is not None:
-        reader.score("warm-up", ["warm-up"])
+    for loaded in (reader, student):
+        if loaded is not None:
+            loaded.score("warm-up", ["warm-up"])
     step("warm-up")
     for question in ("How much does an Xbox 360 cost?", "Who is the Prime Minister of India?",
                      "छोटे खीरे में कैलोरी की मात्रा", "గద్దలు ఎంత వేగంగా ప్రయాణిస్తాయో"):

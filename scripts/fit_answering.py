@@ -111,8 +111,11 @@ OFF_CORPUS_BOUND = 0.01
 """Most off-corpus (and dataset not-in-corpus) questions a hedge threshold may let through, of
 each kind, as a share of the scope's (issue 31: never an answer to an off-corpus question; the
 acceptance bound on the test set is 0.02)."""
-READER_SCOPES = ("en",)
-"""Languages gated by the English reader's model (rag/reader.py: English only)."""
+READER_GROUPS = {"en": ("en",), "student": ("hi", "gu", "te")}
+"""Languages gated by a reader's model, one model per reader: the English reader
+(rag/reader.py) for English, the multilingual student (rag/student_reader.py, issue 32) for
+hi, gu and te."""
+READER_SCOPES = tuple(lang for langs in READER_GROUPS.values() for lang in langs)
 READER_SPAN_SHARE = 0.95
 """Issue 31: the reader reads the selector's top k candidates, k the smallest whose top k holds
 the answer span for at least this share of the training questions (English, those whose
@@ -386,27 +389,33 @@ def answer_cosines(pipeline: Pipeline) -> AnswerCosine:
     return cosine
 
 
-ReadFn = Callable[[str, list[str]], list[float]]
-"""The reader's logits of (question, candidate text) pairs (:func:`reader_scores`)."""
+ReadFn = Callable[[str, list[str], str], list[float]]
+"""A reader's logits of (question, candidate text) pairs in a language (:func:`reader_scores`)."""
 
 
 def reader_scores(cache_path: Path | None) -> tuple[ReadFn, Callable[[], None]]:
-    """The English reader (rag/reader.py) with every pair it scores kept in a pickle at
-    ``cache_path`` (read when present): ``(read, save)``."""
+    """The readers (rag/reader.py for English, rag/student_reader.py for hi/gu/te) with every
+    pair they score kept in a pickle at ``cache_path`` (read when present), by reader:
+    ``(read, save)``, ``read(question, texts, lang)``."""
+    from rag.model_files import sha256_of
     from rag.reader import load_reader
+    from rag.student_reader import HEAD_FILE, StudentReader, default_student_dir
 
-    reader = load_reader()
+    readers = {"en": load_reader(), "student": StudentReader()}
+    student_tag = "student:" + sha256_of(default_student_dir() / HEAD_FILE)[:16]
     cache: dict = {}
     if cache_path is not None and cache_path.is_file():
         cache = pickle.loads(cache_path.read_bytes())
     n_cached = len(cache)
 
-    def read(question: str, texts: list[str]) -> list[float]:
-        todo = [t for t in dict.fromkeys(texts) if (question, t) not in cache]
+    def read(question: str, texts: list[str], lang: str = "en") -> list[float]:
+        name = "en" if lang == "en" else "student"
+        tag = name if name == "en" else student_tag
+        todo = [t for t in dict.fromkeys(texts) if (tag, question, t) not in cache]
         if todo:
-            for t, score in zip(todo, reader.score(question, todo), strict=True):
-                cache[(question, t)] = float(score)
-        return [cache[(question, t)] for t in texts]
+            for t, score in zip(todo, readers[name].score(question, todo), strict=True):
+                cache[(tag, question, t)] = float(score)
+        return [cache[(tag, question, t)] for t in texts]
 
     def save() -> None:
         if cache_path is not None and len(cache) > n_cached:
@@ -437,12 +446,13 @@ def run_folds(items: list[Item], folds: int, target: float | None, cosine: Answe
     "label", "answered", "hedged", "p", "screened", "full_answered"}}`` (no entry when the floor
     refused; ``answered`` is a confident answer, ``hedged`` a hedged one): the screen decides
     where it is ``band`` or more from its thresholds, the full gate elsewhere; ``full_answered``
-    is the full gate's own confident decision. With ``read`` (the English reader), the
-    questions of :data:`READER_SCOPES` carry ``reader_x`` (rag/reader.py's signals over the top
-    ``reader_k`` candidates: the smallest k whose top k holds the answer span for at least
-    :data:`READER_SPAN_SHARE` of English natural answerable questions whose candidates hold it,
-    out-of-fold selection) and are decided by the reader's model (no screen), fitted on
-    those languages' rows of the other folds. ``target`` None: each fold's operating point per
+    is the full gate's own confident decision. With ``read`` (the readers: English, and the
+    student for hi/gu/te), the questions of :data:`READER_SCOPES` carry ``reader_x`` (their
+    reader's signals, rag/reader.py, over the top ``reader_k`` candidates: the smallest k whose
+    top k holds the answer span for at least :data:`READER_SPAN_SHARE` of English natural
+    answerable questions whose candidates hold it, out-of-fold selection) and are decided by
+    their reader's model (no screen), fitted on the rows of that reader's languages
+    (:data:`READER_GROUPS`) of the other folds. ``target`` None: each fold's operating point per
     language by :func:`choose_target` on the other folds (recorded in ``chosen[fold]`` when
     given), the screen keeping the same target; a number: that target everywhere. Hedge
     thresholds by :func:`choose_hedge` inside the same training folds."""
@@ -469,7 +479,7 @@ def run_folds(items: list[Item], folds: int, target: float | None, cosine: Answe
             if it.lang not in READER_SCOPES:
                 continue
             texts = [c.text for c in (d["selection"].ranked[:k_read] if d["selection"] else ())]
-            scores = read(it.prepared.query, texts) if texts else []
+            scores = read(it.prepared.query, texts, it.lang) if texts else []
             d.update(reader_scores=scores, reader_x=reader_signals(scores).vector(),
                      reader_k=k_read, span_at_k=at_k)
     # Level 2: gate from the other folds' out-of-fold features, threshold by an inner CV.
@@ -507,14 +517,17 @@ def run_folds(items: list[Item], folds: int, target: float | None, cosine: Answe
         final_t = np.where(screened, t["screen"], t["gate"])
         final_h = np.where(screened, h["screen"], h["gate"])
         full_answered = p["gate"] >= t["gate"]
-        if read is not None:
-            rtrain = train & read_rows
-            rtest = read_rows[test]
+        for group in READER_GROUPS.values() if read is not None else ():
+            in_group = read_rows & np.isin(langs, group)
+            rtrain = train & in_group
+            rtest = in_group[test]
+            if not rtrain.any():
+                continue
             scaler, model = _fit(xr[rtrain], label[rtrain])
-            rtargets = None if target is None else dict.fromkeys(READER_SCOPES, target)
+            rtargets = None if target is None else dict.fromkeys(group, target)
             thresholds, rtargets, hedges = gate_threshold(
                 xr[rtrain], label[rtrain], kinds[rtrain], g[rtrain], langs[rtrain], folds - 1,
-                rtargets, totals, scopes={lang: (lang,) for lang in READER_SCOPES},
+                rtargets, totals, scopes={lang: (lang,) for lang in group},
                 grid=READER_TARGETS, off_totals=offs)
             if chosen is not None:
                 chosen[f].update({f"{lang} read": v for lang, v in rtargets.items()})
@@ -660,37 +673,28 @@ def plot(items: list[Item], decided: dict[int, dict], settings: RagSettings, out
     print(f"written {out_dir / 'natural_scores.png'} and {out_dir / 'gate_calibration.png'}")
 
 
-def reader_report(items: list[Item], decided: dict[int, dict]) -> None:
-    """English, out of fold: how often the reader's top candidate holds the span beside the
+def reader_report(items: list[Item], decided: dict[int, dict], lang: str) -> None:
+    """``lang``, out of fold: how often the reader's top candidate holds the span beside the
     selector's pick (of the questions whose read candidates hold it), and how well the reader's
-    pick score and the base gate's signals tell a right answer from a wrong one or a
-    near-miss (ROC AUC)."""
-    rows = [(it, decided[i]) for i, it in enumerate(items) if i in decided
+    signals tell a right answer from a wrong one or a near-miss (ROC AUC)."""
+    rows = [(it, decided[i]) for i, it in enumerate(items) if i in decided and it.lang == lang
             and "reader_scores" in decided[i] and it.kind in ("answerable", "near_miss")]
     hold = [(it, d) for it, d in rows if it.kind == "answerable" and any(
         it.answer in c.text for c in d["selection"].ranked[:len(d["reader_scores"])])]
+    if not hold:
+        return
     sel_top = np.mean([it.answer in d["selection"].ranked[0].text for it, d in hold])
     read_top = np.mean([it.answer in d["selection"].ranked[int(np.argmax(d["reader_scores"]))]
                         .text for it, d in hold])
-    print(f"  of {len(hold)} English answerable questions with the span among the candidates "
+    print(f"  {lang}: of {len(hold)} answerable questions with the span among the candidates "
           f"read, the top one holds it: selector {100 * sel_top:.1f} %, reader "
           f"{100 * read_top:.1f} %")
-
-    def blended(it: Item, d: dict, w: float) -> bool:
-        probs = np.clip([c.probability for c in d["selection"].ranked[:len(d["reader_scores"])]],
-                        1e-6, 1 - 1e-6)
-        z = np.asarray(d["reader_scores"]) + w * np.log(probs / (1 - probs))
-        return it.answer in d["selection"].ranked[int(np.argmax(z))].text
-
-    print("  a blend (reader logit + w x selector logit) as the pick, same questions: " + ", ".join(
-        f"w={w} {100 * np.mean([blended(it, d, w) for it, d in hold]):.1f} %"
-        for w in (0.5, 1.0, 2.0, 4.0)))
     y = np.array([d["label"] for _, d in rows])
     if len(set(y)) == 2:
         for j, name in enumerate(("reader_pick", "reader_best", "reader_margin",
                                   "reader_agrees")):
             auc = roc_auc_score(y, [d["reader_x"][j] for _, d in rows])
-            print(f"  {name:<16} ROC AUC right answer vs wrong/near-miss (en natural): "
+            print(f"    {name:<16} ROC AUC right answer vs wrong/near-miss ({lang} natural): "
                   f"{max(auc, 1 - auc):.3f}")
 
 
@@ -742,7 +746,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"k={k} {100 * v:.1f} %" for k, v in at_k.items()))
         print(f"  the reader reads the top {read_k} (the smallest k holding it for >= "
               f"{100 * READER_SPAN_SHARE:.0f} %)")
-        reader_report(items, decided)
+        for lang in READER_SCOPES:
+            reader_report(items, decided, lang)
 
     floors_only = report(items, decided, gate=False)
     gated = report(items, decided)
@@ -837,24 +842,31 @@ def main(argv: list[str] | None = None) -> int:
         }
 
     def reader_models() -> dict[str, dict]:
-        """The English reader's model (gate signals + the reader's) per :data:`READER_SCOPES`
-        language, fitted on that language's cases with their out-of-fold reader signals."""
-        rows = [k for k, i in enumerate(idx) if "reader_x" in decided[i]]
-        if read is None or not rows:
-            return {}
-        xr = np.stack([np.concatenate([decided[idx[k]]["gate_x"], decided[idx[k]]["reader_x"]])
-                       for k in rows])
-        scaler, model = _fit(xr, y[rows])
-        rtargets = None if args.target is None else dict.fromkeys(READER_SCOPES, args.target)
-        thresholds, rtargets, hedges = gate_threshold(
-            xr, y[rows], kinds[rows], groups[rows], langs[rows], args.folds, rtargets, totals,
-            scopes={lang: (lang,) for lang in READER_SCOPES}, grid=READER_TARGETS,
-            off_totals=offs)
-        return {scope: {"mean": scaler.mean_.tolist(), "scale": scaler.scale_.tolist(),
-                        "coef": model.coef_[0].tolist(), "intercept": float(model.intercept_[0]),
-                        "threshold": t, "hedge_threshold": hedges[scope],
-                        "target": rtargets[scope]}
-                for scope, t in thresholds.items()}
+        """Each reader's model (gate signals + the reader's) per language of its
+        :data:`READER_GROUPS` entry, fitted on those languages' cases with their out-of-fold
+        reader signals."""
+        models: dict[str, dict] = {}
+        for group in READER_GROUPS.values() if read is not None else ():
+            rows = [k for k, i in enumerate(idx)
+                    if "reader_x" in decided[i] and items[i].lang in group]
+            if not rows:
+                continue
+            xr = np.stack([np.concatenate([decided[idx[k]]["gate_x"],
+                                           decided[idx[k]]["reader_x"]]) for k in rows])
+            scaler, model = _fit(xr, y[rows])
+            rtargets = None if args.target is None else dict.fromkeys(group, args.target)
+            thresholds, rtargets, hedges = gate_threshold(
+                xr, y[rows], kinds[rows], groups[rows], langs[rows], args.folds, rtargets,
+                totals, scopes={lang: (lang,) for lang in group}, grid=READER_TARGETS,
+                off_totals=offs)
+            models.update({scope: {"mean": scaler.mean_.tolist(),
+                                   "scale": scaler.scale_.tolist(),
+                                   "coef": model.coef_[0].tolist(),
+                                   "intercept": float(model.intercept_[0]),
+                                   "threshold": t, "hedge_threshold": hedges[scope],
+                                   "target": rtargets[scope]}
+                           for scope, t in thresholds.items()})
+        return models
 
     gate_module.MODEL_PATH.write_text(json.dumps({
         "features": list(GATE_FEATURES),

