@@ -175,7 +175,10 @@ checked by this test before the refit), and the Hindi cucumber case's when issue
 joining a short sentence across a danda (its candidates changed, its answer did not), and the
 probabilities, screen and gate when both were refitted with the English reader and hedge
 thresholds (issue 31: answers unchanged; the Xbox question's second and third candidates swapped
-places, so its top-3 features were rewritten in the new order). So the
+places, so its top-3 features were rewritten in the new order), and again when both were
+refitted with the multilingual student reading hi/gu/te (issue 32: answers unchanged, every
+feature row unchanged; the Hindi cucumber question's second and third candidates swapped
+places). So the
 features guard the code; the probabilities guard
 the shipped model files against drift, not a refit's correctness (scripts/fit_answering.py reports
 that)."""
