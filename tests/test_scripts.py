@@ -30,9 +30,11 @@ def test_answer_stage_benchmark_prints_both_sides_and_their_ratio(tmp_path):
     """Each side builds and reads its own index (issue 19: the baseline's code could not read an
     index written by today's), so this passes on a fresh machine with an empty cache."""
     from rag.reader import READER_DIR_ENV, default_reader_dir
+    from rag.student_reader import STUDENT_DIR_ENV, default_student_dir
 
-    # an empty cache, but the English reader built by build-encoder (.ci/run) under the real HOME
-    env = {**os.environ, "HOME": str(tmp_path), READER_DIR_ENV: str(default_reader_dir())}
+    # an empty cache, but the readers built by build-encoder (.ci/run) under the real HOME
+    env = {**os.environ, "HOME": str(tmp_path), READER_DIR_ENV: str(default_reader_dir()),
+           STUDENT_DIR_ENV: str(default_student_dir())}
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_answer_stage.py"),
                            "--questions", "6", "--topic-corpus"], env=env, capture_output=True,
                           text=True,

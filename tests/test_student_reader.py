@@ -79,3 +79,15 @@ def test_a_folder_built_from_other_weights_stops_start_up_naming_the_command(tmp
         StudentReader(stale)
     with pytest.raises(ReaderUnavailableError, match=r"no complete student reader"):
         StudentReader(tmp_path / "nothing")
+
+
+def test_the_bot_stops_with_one_line_when_the_student_is_missing(tmp_path, monkeypatch, capsys):
+    from bot.cli import main as bot_main
+    from rag.student_reader import STUDENT_DIR_ENV
+
+    # the readers are checked before the encoder and the index are loaded
+    monkeypatch.setenv(STUDENT_DIR_ENV, str(tmp_path / "no-student"))
+    assert bot_main(["ask", "छोटे खीरे में कितनी कैलोरी होती है?"]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and "no complete student reader" in err[0], err
+    assert "`python3 -m ragtools build-student`" in err[0]
