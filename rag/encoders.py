@@ -261,6 +261,12 @@ class OnnxEncoder:
         self._eos = self._tokenizer.token_to_id("</s>")
         self._pad = self._tokenizer.token_to_id("<pad>")
 
+    @property
+    def tokenizer(self):
+        """The ``tokenizers.Tokenizer`` (no truncation, no padding), shared with the student
+        reader (rag/student_reader.py), which reads the same vocabulary."""
+        return self._tokenizer
+
     def encode_queries(self, texts: list[str]) -> np.ndarray:
         return self._encode(_inputs(QUERY_PREFIX, texts))
 

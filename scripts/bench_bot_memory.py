@@ -63,8 +63,6 @@ def main() -> int:
     read_langs = set(gate.reader_models) if settings.use_reader and gate else set()
     reader = load_reader() if "en" in read_langs else None
     step(f"reader ({'loaded' if reader else 'not used'})")
-    student = StudentReader() if read_langs - {"en"} else None
-    step(f"student reader ({'loaded' if student else 'not used'})")
     encoder = load_encoder(settings.encoder)
     step(f"encoder {settings.encoder}")
     if settings.encoder.startswith("onnx-"):
@@ -75,6 +73,9 @@ def main() -> int:
     step(f"index and BM25 ({settings.index_dir})")
     fusion = load_fusion() if settings.retrieval == "hybrid" else None
     step("fusion weights")
+    student = StudentReader(tokenizer=getattr(encoder, "tokenizer", None)) \
+        if read_langs - {"en"} else None
+    step(f"student reader ({'loaded, tokenizer shared' if student else 'not used'})")
     pipeline = Pipeline(settings, encoder, index, gate, fusion=fusion, reader=reader,
                         student=student)
     step("Pipeline() (selector, tables)")

@@ -205,7 +205,7 @@ def pipeline(settings, encoder, sample_index) -> Pipeline:
     if set(gate.reader_models) - {"en"}:
         from rag.student_reader import StudentReader
 
-        student = StudentReader()
+        student = StudentReader(tokenizer=getattr(encoder, "tokenizer", None))
     return Pipeline(settings, encoder, sample_index, gate, fusion=load_fusion(), reader=reader,
                     student=student)
 
