@@ -196,6 +196,22 @@ def _n_cpus() -> int:
         return os.cpu_count() or 1
 
 
+def cpu_session_options(n_threads: int | None = None):
+    """onnxruntime session options shared by the encoder and the readers: one intra-op pool of
+    ``n_threads`` (default the CPUs this process may use), no inter-op pool, sequential, spinning
+    within a call only (so sessions that take turns under one lock never compete for the
+    cores)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = n_threads or _n_cpus()
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1")
+    options.add_session_config_entry("session.force_spinning_stop", "1")
+    return options
+
+
 class OnnxEncoder:
     """multilingual-e5-small exported to ONNX (:mod:`ragtools.onnx_export`), run by onnxruntime.
 
@@ -244,12 +260,7 @@ class OnnxEncoder:
         self.name = (f"{self.variant}-x{EXPORT_FORMAT}:"
                      f"{source.removeprefix('sentence-transformers:')}")
         self.n_threads = n_threads or _n_cpus()
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = self.n_threads
-        options.inter_op_num_threads = 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.add_session_config_entry("session.intra_op.allow_spinning", "1")
-        options.add_session_config_entry("session.force_spinning_stop", "1")
+        options = cpu_session_options(self.n_threads)
         self.model_path = model_file(folder, variant)
         self._session = ort.InferenceSession(
             str(self.model_path), options, providers=["CPUExecutionProvider"]

@@ -70,10 +70,10 @@ SCREEN_FEATURES = FEATURES[:-1]
 """The signals that need no model call: the screen's inputs."""
 
 READER_FEATURES = FEATURES + READER_SIGNALS
-"""The English reader's model's inputs (``reader_models`` in the model file): the gate's
-signals and the reader's (rag/reader.py), fitted on English questions only (issue 31: the
-reader's top score separates right answers from near-misses with ROC AUC 0.96 on English
-questions, about 0.5 on hi/gu/te)."""
+"""The reader models' inputs (``reader_models`` in the model file): the gate's signals and the
+reader's (rag/reader.py), one model per reader: the English reader's fitted on English questions
+(issue 31: its top score separates right answers from near-misses with ROC AUC 0.96 on English
+questions, about 0.5 on hi/gu/te), the multilingual student's on hi/gu/te (issue 32)."""
 
 
 _LATIN_TOKEN = re.compile(r"[a-z]+")

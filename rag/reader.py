@@ -10,7 +10,8 @@ altered file stops start-up with one line naming that command (:func:`load_reade
 
 Its output is one logit per pair (MS MARCO relevance; ~+4 and above: the sentence answers,
 below ~-4: unrelated). English only: on the project's hi/gu/te questions its top-1 is 9-17 %
-and its AUC about 0.5 (issue 31), so the pipeline reads only English questions with it.
+and its AUC about 0.5 (issue 31), so the pipeline reads only English questions with it; hi/gu/te
+questions are read by its student (rag/student_reader.py, issue 32).
 
 What the gate gets from it (:func:`reader_signals`): over the selector's best
 :data:`READER_TOP_K` candidates, the score of the selector's pick, the best score, the best
@@ -145,14 +146,9 @@ class CrossEncoderReader:
             raise ReaderUnavailableError(
                 f"the reader needs onnxruntime and tokenizers: pip install onnxruntime "
                 f"tokenizers ({exc})") from exc
-        from rag.encoders import _n_cpus
+        from rag.encoders import cpu_session_options
 
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = n_threads or _n_cpus()
-        options.inter_op_num_threads = 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.add_session_config_entry("session.intra_op.allow_spinning", "1")
-        options.add_session_config_entry("session.force_spinning_stop", "1")
+        options = cpu_session_options(n_threads)
         try:
             self._session = ort.InferenceSession(str(folder / "model.onnx"), options,
                                                  providers=["CPUExecutionProvider"])

@@ -87,14 +87,9 @@ class StudentReader:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
-        from rag.encoders import _n_cpus
+        from rag.encoders import cpu_session_options
 
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = n_threads or _n_cpus()
-        options.inter_op_num_threads = 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.add_session_config_entry("session.intra_op.allow_spinning", "1")
-        options.add_session_config_entry("session.force_spinning_stop", "1")
+        options = cpu_session_options(n_threads)
         try:
             self._session = ort.InferenceSession(str(model_file(folder, "int8")), options,
                                                  providers=["CPUExecutionProvider"])
