@@ -31,7 +31,7 @@ import numpy as np
 
 from rag.errors import ModelFileError
 from rag.fitted import REFIT, read_model_file
-from rag.reader import READER_SIGNALS, READER_TOP_K, ReaderScores
+from rag.reader import PICK_SIGNALS, READER_SIGNALS, READER_TOP_K, ReaderScores, pick_order
 from rag.romanized import is_romanized_hindi, to_devanagari
 from rag.selection import Selection
 from rag.text import strip_fillers, tokenize
@@ -227,7 +227,8 @@ class AnswerabilityGate:
     gates the languages a reader reads (English: rag/reader.py; hi/gu/te: the student,
     rag/student_reader.py) when the pipeline has that reader. Each model's
     ``threshold`` is the confident one; ``hedge_threshold`` (optional, at most ``threshold``)
-    the floor of a hedged answer."""
+    the floor of a hedged answer; a reader model's optional ``pick`` (one weight per
+    :data:`PICK_SIGNALS`) re-ranks the candidates read (:meth:`pick_order`)."""
 
     models: dict[str, dict]
     screen: dict[str, dict]
@@ -297,6 +298,14 @@ class AnswerabilityGate:
         """Whether ``lang``'s questions are gated with a reader's signals."""
         return lang in self.reader_models
 
+    def pick_order(self, lang: str, probabilities: list[float],
+                   scores: tuple[float, ...]) -> list[int] | None:
+        """The candidates ``lang``'s reader read, best first (:func:`rag.reader.pick_order`)
+        by the reader model's ``pick`` weights; None when it has none (the selector's pick
+        stands)."""
+        weights = self.reader_models.get(lang, {}).get("pick")
+        return None if weights is None else pick_order(probabilities, scores, weights)
+
     def decide_read(self, features: GateFeatures, reading: ReaderScores,
                     lang: str) -> GateVerdict:
         """The verdict of ``lang``'s reader model (:meth:`reads` must hold) over the gate's
@@ -353,6 +362,10 @@ def _model_problem(models: object, name: str, n_features: int,
         for key in ("intercept", "threshold"):
             if not isinstance(model.get(key), int | float):
                 return f"{name}[{lang!r}][{key!r}] is not a number"
+        pick = model.get("pick", [0.0] * len(PICK_SIGNALS))
+        if not isinstance(pick, list) or len(pick) != len(PICK_SIGNALS) \
+                or not all(isinstance(x, int | float) for x in pick):
+            return f"{name}[{lang!r}]['pick'] is not a list of {len(PICK_SIGNALS)} numbers"
         hedge = model.get("hedge_threshold", model["threshold"])
         if not isinstance(hedge, int | float) or hedge > model["threshold"]:
             return f"{name}[{lang!r}]['hedge_threshold'] is not a number at most its threshold"

@@ -479,13 +479,36 @@ class Pipeline:
             return reader_signals(self.reader_for(lang).score(query, texts))
 
     def _read_stage(self, prepared: Prepared) -> ReaderScores:
-        """:meth:`read` recorded as the ``reader`` stage (its scores shown by ``/why``)."""
+        """:meth:`read` recorded as the ``reader`` stage (its scores shown by ``/why``), then
+        :meth:`repick`: ``prepared.selection`` becomes the re-picked answer."""
         with prepared.trace.timed("reader") as stage:
             reading = self.read(prepared.query, prepared.selection, prepared.lang)
-            stage.decision = "read" if reading.scores else "nothing to read"
+            prepared.selection, reading, moved = self.repick(
+                prepared.query, prepared.selection, reading, prepared.lang)
+            stage.decision = ("nothing to read" if not reading.scores
+                              else "re-picked" if moved else "read")
             stage.detail = reading.describe() + (
                 "" if prepared.lang == "en" else " (the multilingual student reader)")
+            if moved:
+                stage.detail += (f"; re-picked the selector's no. {moved + 1}: "
+                                 f"{prepared.selection.detail}")
         return reading
+
+    def repick(self, query: str, selection: Selection | None, reading: ReaderScores,
+               lang: str) -> tuple[Selection | None, ReaderScores, int]:
+        """The answer re-picked among the candidates read by the selector's and the reader's
+        scores together (:meth:`AnswerabilityGate.pick_order`, where ``lang``'s reader model has
+        pick weights): ``(selection, reading, moved)``, the selection composed from the
+        re-ranked candidates (those not read keep their place after them), the reading in that
+        order, and the selector's 0-based rank of the new pick (0: unchanged)."""
+        order = None if selection is None or self.gate is None else self.gate.pick_order(
+            lang, [c.probability for c in selection.ranked], reading.scores)
+        if not order or order == sorted(order):
+            return selection, reading, 0
+        ranked = selection.ranked
+        reordered = [ranked[i] for i in order] + list(ranked[len(order):])
+        return (self.selector.compose(query, reordered),
+                reader_signals([reading.scores[i] for i in order]), order[0])
 
     def _answerability_gate(self, prepared: Prepared) -> None:
         """Pass (confident or hedged: ``prepared.gate``), or refuse a question whose selected

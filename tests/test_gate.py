@@ -264,8 +264,9 @@ def test_the_shipped_screen_agrees_with_the_full_gate_on_natural_questions(pipel
                                                                           monkeypatch):
     """On every third natural question that clears the floor, the screen decides alone for a
     real share of them and, where it does, as the full gate (embedding the answer) would (80
-    of 133 alone, no disagreement, when written; both were fitted on these questions, so this
-    checks the shipped file's consistency, not held-out accuracy)."""
+    of 133 alone, no disagreement, when written; 27 of 133 since the hedge thresholds sit lower
+    (issue 31: the screen stays out of the band around both thresholds); this checks the shipped
+    file's consistency, not accuracy). The screen serves only languages no reader reads."""
     natural = [json.loads(line) for line in
                (Path(rag.__file__).parents[1] / "eval" / "natural_questions.jsonl")
                .open(encoding="utf-8") if line.strip()][::3]
@@ -284,7 +285,7 @@ def test_the_shipped_screen_agrees_with_the_full_gate_on_natural_questions(pipel
             disagreements += quick.is_answerable != gate.decide(features,
                                                                 prepared.lang).is_answerable
     assert reached > 100
-    assert 0.3 < screened / reached < 0.95
+    assert 0.1 < screened / reached < 0.95
     assert disagreements <= 0.03 * screened
 
 

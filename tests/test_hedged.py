@@ -90,6 +90,28 @@ def test_a_gate_file_with_a_hedge_threshold_above_its_threshold_stops_start_up(t
         AnswerabilityGate.load(path)
 
 
+def test_the_pick_weighs_the_selectors_and_the_readers_logits():
+    from rag.reader import pick_order
+
+    probabilities, scores = [0.9, 0.5, 0.2], [-3.0, 5.0, 6.0]
+    # combined: ln(9) - 3 = -0.80, 0 + 5 = 5.00, ln(0.25) + 6 = 4.61
+    assert pick_order(probabilities, scores, [1.0, 1.0]) == [1, 2, 0]
+    assert pick_order(probabilities, scores, [1.0, 0.0]) == [0, 1, 2]  # the selector alone
+    assert pick_order(probabilities, scores, [0.0, 1.0]) == [2, 1, 0]  # the reader alone
+    assert pick_order([1.0, 0.0], [1.0, 1.0], [0.0, 0.0]) == [0, 1]  # ties keep its order
+
+
+def test_a_gate_file_with_malformed_pick_weights_stops_start_up(tmp_path):
+    data = json.loads(MODEL_PATH.read_text(encoding="utf-8"))
+    lang = next(iter(data["reader_models"]))
+    data["reader_models"][lang]["pick"] = [1.0]
+    path = tmp_path / "gate_model.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(ModelFileError, match=rf"reader_models\['{lang}'\]\['pick'\] is not a "
+                                             r"list of 2 numbers.*fit_answering"):
+        AnswerabilityGate.load(path)
+
+
 def test_reader_signals_name_the_pick_the_best_and_whether_they_agree():
     disagree = reader_signals([2.0, 5.5, -1.0])
     assert (disagree.reader_pick, disagree.reader_best, disagree.reader_margin,
@@ -165,13 +187,18 @@ def test_the_hedge_threshold_stops_where_the_band_holds_the_fact_less_than_half_
     p = np.round(np.linspace(0.05, 0.69, 65), 2)
     y = np.where(p >= 0.4, 1, (np.arange(65) % 4 == 0).astype(int))
     kinds = np.array(["answerable"] * 65)
-    hedge = choose_hedge(p, y, kinds, 0.7, {"off_corpus": 0, "not_in_corpus": 0})
+    hedge = choose_hedge(p, y, kinds, 0.7, 0)
     band = (p >= hedge) & (p < 0.7)
     assert y[band].mean() >= 0.5 and 0.2 < hedge <= 0.4
     # an off-corpus question at 0.5 stops the scan there: never an answer to one of them
     p2, y2 = np.append(p, 0.5), np.append(y, 0)
     kinds2 = np.append(kinds, "off_corpus")
-    assert choose_hedge(p2, y2, kinds2, 0.7, {"off_corpus": 10, "not_in_corpus": 0}) > 0.5
+    assert choose_hedge(p2, y2, kinds2, 0.7, 10) > 0.5
+    # not-in-corpus dataset queries count against the band's share: twenty of them at 0.45
+    # pull the band's lower edge under one half, so hedging stops above them
+    p3 = np.concatenate([p, np.full(20, 0.45)])
+    y3, kinds3 = np.append(y, np.zeros(20, int)), np.append(kinds, ["not_in_corpus"] * 20)
+    assert choose_hedge(p3, y3, kinds3, 0.7, 0) > 0.45
 
 
 # ------------------------------------------------------------ the reader's files

@@ -102,10 +102,13 @@ def test_answer_can_come_from_a_passage_below_the_top_hit(pipeline, question, sp
     "Who makes the Xbox 360?",  # passages give prices and features, never the maker
     "What were the names of the brothers who founded Aldi?",
 ])
-def test_near_misses_are_refused_with_the_gate_inputs_shown(pipeline, question):
+def test_near_misses_are_never_answered_confidently_with_the_gate_inputs_shown(pipeline,
+                                                                              question):
+    """Refused, or at most hedged ("not sure", issue 31: out of fold 22 % of English
+    near-misses are hedged, 7 % answered confidently)."""
     result = pipeline.ask(question)
-    assert result.status is Status.REFUSED_UNANSWERABLE, result.answer
-    assert result.answer == ""
+    assert result.status in (Status.REFUSED_UNANSWERABLE, Status.HEDGED), result.answer
+    assert (result.answer == "") is (result.status is Status.REFUSED_UNANSWERABLE)
     assert "answer_probability" in result.trace.get("answerability_gate").detail
 
 
@@ -178,10 +181,11 @@ thresholds (issue 31: answers unchanged; the Xbox question's second and third ca
 places, so its top-3 features were rewritten in the new order), and again when both were
 refitted with the multilingual student reading hi/gu/te (issue 32: answers unchanged, every
 feature row unchanged; the Hindi cucumber question's second and third candidates swapped
-places). So the
-features guard the code; the probabilities guard
-the shipped model files against drift, not a refit's correctness (scripts/fit_answering.py reports
-that)."""
+places), and again when both were refitted with the re-pick and the hedge rule that counts the
+dataset's not-in-corpus queries in the band (issue 32: answers and feature rows unchanged; the
+Hindi cucumber question's second and third candidates, 0.426 and 0.423, swapped back). So the
+features guard the code; the probabilities guard the shipped model files against drift, not a
+refit's correctness (scripts/fit_answering.py reports that)."""
 
 
 def pinned_outcome(case: dict, by_id: dict, idf: Idf, selector: AnswerSelector,
