@@ -31,7 +31,7 @@ import numpy as np
 
 from rag.errors import ModelFileError
 from rag.fitted import REFIT, read_model_file
-from rag.reader import PICK_SIGNALS, READER_SIGNALS, READER_TOP_K, ReaderScores, pick_order
+from rag.reader import PICK_SIGNALS, READER_SIGNALS, READER_TOP_K, ReaderScores
 from rag.romanized import is_romanized_hindi, to_devanagari
 from rag.selection import Selection
 from rag.text import strip_fillers, tokenize
@@ -228,7 +228,7 @@ class AnswerabilityGate:
     rag/student_reader.py) when the pipeline has that reader. Each model's
     ``threshold`` is the confident one; ``hedge_threshold`` (optional, at most ``threshold``)
     the floor of a hedged answer; a reader model's optional ``pick`` (one weight per
-    :data:`PICK_SIGNALS`) re-ranks the candidates read (:meth:`pick_order`)."""
+    :data:`PICK_SIGNALS`) re-ranks the candidates read (:meth:`pick_weights`)."""
 
     models: dict[str, dict]
     screen: dict[str, dict]
@@ -298,13 +298,10 @@ class AnswerabilityGate:
         """Whether ``lang``'s questions are gated with a reader's signals."""
         return lang in self.reader_models
 
-    def pick_order(self, lang: str, probabilities: list[float],
-                   scores: tuple[float, ...]) -> list[int] | None:
-        """The candidates ``lang``'s reader read, best first (:func:`rag.reader.pick_order`)
-        by the reader model's ``pick`` weights; None when it has none (the selector's pick
-        stands)."""
-        weights = self.reader_models.get(lang, {}).get("pick")
-        return None if weights is None else pick_order(probabilities, scores, weights)
+    def pick_weights(self, lang: str) -> list[float] | None:
+        """``lang``'s reader model's ``pick`` weights (one per :data:`PICK_SIGNALS`), None when
+        it has none (the selector's pick stands)."""
+        return self.reader_models.get(lang, {}).get("pick")
 
     def decide_read(self, features: GateFeatures, reading: ReaderScores,
                     lang: str) -> GateVerdict:

@@ -497,18 +497,14 @@ class Pipeline:
     def repick(self, query: str, selection: Selection | None, reading: ReaderScores,
                lang: str) -> tuple[Selection | None, ReaderScores, int]:
         """The answer re-picked among the candidates read by the selector's and the reader's
-        scores together (:meth:`AnswerabilityGate.pick_order`, where ``lang``'s reader model has
-        pick weights): ``(selection, reading, moved)``, the selection composed from the
-        re-ranked candidates (those not read keep their place after them), the reading in that
-        order, and the selector's 0-based rank of the new pick (0: unchanged)."""
-        order = None if selection is None or self.gate is None else self.gate.pick_order(
-            lang, [c.probability for c in selection.ranked], reading.scores)
-        if not order or order == sorted(order):
+        scores together (:meth:`AnswerSelector.repick` with ``lang``'s pick weights in the gate
+        file; unchanged without them): ``(selection, reading, moved)``, the reading in the new
+        order and ``moved`` the selector's 0-based rank of the new pick (0: unchanged)."""
+        weights = None if self.gate is None else self.gate.pick_weights(lang)
+        if selection is None or weights is None or not reading.scores:
             return selection, reading, 0
-        ranked = selection.ranked
-        reordered = [ranked[i] for i in order] + list(ranked[len(order):])
-        return (self.selector.compose(query, reordered),
-                reader_signals([reading.scores[i] for i in order]), order[0])
+        picked, scores, moved = self.selector.repick(query, selection, reading.scores, weights)
+        return picked, reading if picked is selection else reader_signals(scores), moved
 
     def _answerability_gate(self, prepared: Prepared) -> None:
         """Pass (confident or hedged: ``prepared.gate``), or refuse a question whose selected

@@ -30,6 +30,7 @@ from typing import NamedTuple
 import numpy as np
 
 from rag.fitted import read_model_file
+from rag.reader import pick_order
 from rag.text import (
     STOPWORDS,
     TokenMatcher,
@@ -446,6 +447,20 @@ class AnswerSelector:
     def choose(self, query: str, candidates: list[Candidate]) -> Selection | None:
         """Score ``candidates`` and compose the answer from the best one (None when empty)."""
         return self.compose(query, self.score(candidates))
+
+    def repick(self, query: str, selection: Selection, scores: Sequence[float],
+               weights: Sequence[float]) -> tuple[Selection, list[float], int]:
+        """``selection`` re-picked among its first ``len(scores)`` candidates (those a reader
+        scored, ``scores`` its logits in this order) by ``weights`` over the selector's and the
+        reader's logits (:func:`rag.reader.pick_order`): ``(selection, scores, moved)``, the
+        answer composed from the re-ranked candidates (the others keep their places after
+        them), the scores in that order, and the selector's 0-based rank of the new pick; the
+        same ``selection`` and scores and 0 when the order does not change."""
+        order = pick_order([c.probability for c in selection.ranked], scores, weights)
+        if order == sorted(order):
+            return selection, list(scores), 0
+        ranked = [selection.ranked[i] for i in order] + list(selection.ranked[len(order):])
+        return self.compose(query, ranked), [scores[i] for i in order], order[0]
 
     def compose(self, query: str, ranked: list[Candidate]) -> Selection | None:
         """The answer from candidates already ranked best first (None when empty): the best one,

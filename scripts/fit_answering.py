@@ -118,8 +118,8 @@ queries are not held to it: their own passages are missing from the sample, but 
 answers them (hi, out of fold: 4 of 150 answered confidently, as "causes of lung inflammation"
 with a passage that states them), so they count against the band's share instead
 (:data:`HEDGE_COUNTED`); held to this bound too, they stopped the scan at the confident threshold
-itself in Hindi (nothing hedged) and at p 0.44 in English, where the band still held the fact
-for 0.62 of its questions (this round's training questions, out of fold)."""
+itself in Hindi (nothing hedged) and cut English's band short (this round's training
+questions, out of fold: docs/benchmarks.md)."""
 READER_GROUPS = {"en": ("en",), "student": ("hi", "gu", "te")}
 """Languages gated by a reader's model, one model per reader: the English reader
 (rag/reader.py) for English, the multilingual student (rag/student_reader.py, issue 32) for
@@ -461,24 +461,22 @@ def fit_pick(rows: list[tuple[Item, dict]]) -> list[float]:
 
 def repick(item: Item, d: dict, weights: list[float], selector: AnswerSelector,
            cosine: AnswerCosine) -> None:
-    """Re-pick ``item``'s answer as the pipeline does (``Pipeline.repick``) by ``weights`` and
+    """Re-pick ``item``'s answer as the pipeline does (``AnswerSelector.repick``) by ``weights`` and
     update its decision entry ``d`` (selection, reader scores in the new order, gate signals,
     label, reader signals; ``moved``: the selector's rank of the new pick)."""
-    from rag.reader import pick_order, reader_signals
+    from rag.reader import reader_signals
 
     sel, scores = d["selection"], d["reader_scores"]
     d.setdefault("read", (sel.ranked[:len(scores)], list(scores)) if scores else ((), []))
-    order = pick_order([c.probability for c in sel.ranked], scores, weights) if scores else []
-    if order and order != sorted(order):
-        sel = selector.compose(item.text, [sel.ranked[k] for k in order]
-                               + list(sel.ranked[len(order):]))
-        scores = [scores[k] for k in order]
-        d.update(selection=sel, reader_scores=scores, label=gate_label(item, sel),
-                 gate_x=gate_features(item.prepared.hits, sel, item.prepared.relevance.floor,
-                                      cosine(item, sel),
-                                      question_style(item.text, item.prepared.lang)).vector())
-    d.update(reader_x=reader_signals(scores).vector(), moved=order[0] if order else 0,
-             pick_weights=weights)
+    moved = 0
+    if scores:
+        picked, scores, moved = selector.repick(item.text, sel, scores, weights)
+        if picked is not sel:
+            d.update(selection=picked, reader_scores=scores, label=gate_label(item, picked),
+                     gate_x=gate_features(item.prepared.hits, picked,
+                                          item.prepared.relevance.floor, cosine(item, picked),
+                                          question_style(item.text, item.prepared.lang)).vector())
+    d.update(reader_x=reader_signals(scores).vector(), moved=moved, pick_weights=weights)
 
 
 def run_folds(items: list[Item], folds: int, target: float | None, cosine: AnswerCosine,
