@@ -107,7 +107,8 @@ fact (a hedged answer "more likely right than wrong"); also among the ``HEDGE_ED
 them (the band's lower edge)."""
 HEDGE_EDGE = 20
 MIN_HEDGE_BAND = 10
-"""Fewest natural questions a hedged band must hold for its share to count."""
+"""Fewest questions of :data:`HEDGE_COUNTED` kinds a hedged band must hold for its share to
+count."""
 HEDGE_COUNTED = ("answerable", "near_miss", "not_in_corpus")
 """The kinds whose questions a hedged band's share is counted over (:data:`HEDGE_PRECISION`)."""
 OFF_CORPUS_BOUND = 0.01
@@ -463,7 +464,8 @@ def repick(item: Item, d: dict, weights: list[float], selector: AnswerSelector,
            cosine: AnswerCosine) -> None:
     """Re-pick ``item``'s answer as the pipeline does (``AnswerSelector.repick``) by ``weights`` and
     update its decision entry ``d`` (selection, reader scores in the new order, gate signals,
-    label, reader signals; ``moved``: the selector's rank of the new pick)."""
+    label, reader signals; ``moved``: the selector's rank of the new pick; ``read``: the
+    candidates read and their scores in the selector's order, for :func:`reader_report`)."""
     from rag.reader import reader_signals
 
     sel, scores = d["selection"], d["reader_scores"]
@@ -476,7 +478,7 @@ def repick(item: Item, d: dict, weights: list[float], selector: AnswerSelector,
                      gate_x=gate_features(item.prepared.hits, picked,
                                           item.prepared.relevance.floor, cosine(item, picked),
                                           question_style(item.text, item.prepared.lang)).vector())
-    d.update(reader_x=reader_signals(scores).vector(), moved=moved, pick_weights=weights)
+    d.update(reader_x=reader_signals(scores).vector(), moved=moved)
 
 
 def run_folds(items: list[Item], folds: int, target: float | None, cosine: AnswerCosine,
