@@ -201,6 +201,8 @@ class Item:
     kind: str
     group: int
     answer: str = ""
+    style: str = ""
+    """How a natural question is put (typed, spoken, code_mixed, latin); "" for the others."""
     prepared: Prepared | None = None
     candidates: list[Candidate] = field(default_factory=list)
     labels: np.ndarray | None = None
@@ -221,7 +223,7 @@ def collect(
     items: list[Item] = []
     for row in natural:
         items.append(Item(row["question"], row["lang"], row["kind"], row["query_id"],
-                          row.get("answer", "")))
+                          row.get("answer", ""), row.get("style", "")))
     for i, case in enumerate(cases):
         kind = "dataset_answerable" if case.category == "answerable" else case.category
         group = case.query_id if case.query_id is not None else -1 - i
@@ -653,6 +655,108 @@ ROWS = (
 )
 
 
+STYLES = ("typed", "spoken", "code_mixed", "latin")
+STYLE_ROWS = (
+    ("floor_refused", "refused by the floor"),
+    ("span_read", "span in a candidate the reader reads"),
+    ("no_gate", "the pick holds it (no gate)"),
+    ("delivered", "fact delivered (confident or hedged)"),
+    ("confident", "confident, correct"),
+    ("wrong", "confident, wrong"),
+)
+"""Per style, the shares of natural answerable questions, from the widest to the narrowest: what
+the floor lets through, what a perfect picker over the candidates read could give, what the pick
+gives when everything is answered, what the gate lets out."""
+
+
+def style_report(items: list[Item], decided: dict[int, dict]) -> dict[str, dict[str, dict]]:
+    """Out of fold, per language and style (:data:`STYLES`), over natural answerable questions:
+    ``{lang: {style: {"n": int, "floor_refused": share, ...}}}`` with the shares of
+    :data:`STYLE_ROWS` (0-1). The candidates read are the reader's top ``reader_k`` (all
+    candidates where nothing was read)."""
+    out: dict[str, dict[str, dict]] = defaultdict(dict)
+    for lang in LANGUAGES:
+        for style in STYLES:
+            rows = [(it, decided.get(i)) for i, it in enumerate(items) if it.lang == lang
+                    and it.style == style and it.kind == "answerable"]
+            if not rows:
+                continue
+            counts = dict.fromkeys((key for key, _ in STYLE_ROWS), 0)
+            for it, d in rows:
+                sel = d["selection"] if d else None
+                if sel is None:
+                    counts["floor_refused"] += 1
+                    continue
+                read = d["read"][0] if d.get("read") else sel.ranked
+                holds = it.answer in sel.text
+                counts["span_read"] += any(it.answer in c.text for c in read)
+                counts["no_gate"] += holds
+                counts["delivered"] += holds and (d["answered"] or d["hedged"])
+                counts["confident"] += holds and d["answered"]
+                counts["wrong"] += d["answered"] and not holds
+            out[lang][style] = {"n": len(rows)} | {k: v / len(rows) for k, v in counts.items()}
+    return dict(out)
+
+
+def print_style_report(rep: dict[str, dict[str, dict]]) -> None:
+    print("\nnatural answerable questions by style, out of fold (% of n)")
+    cols = [(lang, style) for lang in rep for style in rep[lang]]
+    print(f"{'':<40}" + "".join(f"{lang + ' ' + style[:6]:>12}" for lang, style in cols))
+    print(f"{'n':<40}" + "".join(f"{rep[lang][style]['n']:>12}" for lang, style in cols))
+    for key, label in STYLE_ROWS:
+        print(f"{label:<40}" + "".join(f"{100 * rep[lang][style][key]:>11.1f}%"
+                                        for lang, style in cols))
+
+
+TARGETS_BY_ISSUE = {
+    "en": {"confident": (0.65, "#31"), "delivered": (0.80, "#31")},
+    "hi": {"confident": (0.55, "#32"), "delivered": (0.75, "#32")},
+    "gu": {"confident": (0.50, "#32")},
+    "te": {"confident": (0.50, "#32")},
+}
+"""The acceptance figures of issues 31 and 32 on the test set (all styles together), drawn beside
+the out-of-fold shares; Hindi in Latin letters has its own (confident 0.40, issue 32)."""
+
+
+def plot_styles(rep: dict[str, dict[str, dict]], out: Path) -> None:
+    """``out`` (PNG): per language and style, the :data:`STYLE_ROWS` shares after the floor as
+    bars from the widest to the narrowest, with the issues' targets as ticks."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = [k for k, _ in STYLE_ROWS if k not in ("floor_refused", "wrong")]
+    labels = dict(STYLE_ROWS)
+    fig, axes = plt.subplots(1, len(rep), figsize=(3.2 * len(rep), 4.2), sharey=True)
+    for ax, lang in zip(np.atleast_1d(axes), rep, strict=True):
+        styles = list(rep[lang])
+        width = 0.8 / len(keys)
+        for j, key in enumerate(keys):
+            ax.bar(np.arange(len(styles)) + (j - (len(keys) - 1) / 2) * width,
+                   [100 * rep[lang][s][key] for s in styles], width, label=labels[key])
+        for key, (target, issue) in TARGETS_BY_ISSUE.get(lang, {}).items():
+            ax.axhline(100 * target, color="black" if key == "confident" else "grey",
+                       linestyle="--" if key == "confident" else ":", linewidth=0.9)
+            ax.annotate(f"{issue} {key} {100 * target:.0f}", (len(styles) - 0.5, 100 * target),
+                        fontsize=6, ha="right", va="bottom")
+        ax.set_xticks(range(len(styles)), [
+            f"{s}\nn={rep[lang][s]['n']}, floor\nrefuses {100 * rep[lang][s]['floor_refused']:.0f} %"
+            for s in styles], fontsize=7)
+        ax.set_xlim(-0.5, len(styles) - 0.5)
+        ax.set_title(lang)
+        ax.set_ylim(0, 100)
+    np.atleast_1d(axes)[0].set_ylabel("% of natural answerable questions (out of fold)")
+    handles, names = np.atleast_1d(axes)[0].get_legend_handles_labels()
+    fig.legend(handles, names, fontsize=7, loc="lower center", ncol=len(keys))
+    fig.suptitle("Where the answer is lost: floor, candidates read, pick, gate", fontsize=9)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    print(f"written {out}")
+
+
 def print_report(title: str, rep: dict) -> None:
     print(f"\n{title}")
     print(f"{'':<46}" + "".join(f"{lang:>14}" for lang in LANGUAGES))
@@ -805,6 +909,8 @@ def main(argv: list[str] | None = None) -> int:
     gated = report(items, decided)
     print_report("selection out of fold, floors alone (no gate)", floors_only)
     print_report("selection + gate, out of fold (nested thresholds)", gated)
+    by_style = style_report(items, decided)
+    print_style_report(by_style)
     print("\ntargets chosen in each fold's training folds: " + "; ".join(
         f"{lang} " + "/".join(f"{chosen[f][lang]:.2f}" for f in sorted(chosen))
         for lang in (*THRESHOLD_SCOPES, *(f"{r} read" for r in READER_SCOPES))
@@ -843,10 +949,12 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"floors_only": floors_only, "gated": gated},
-                                        indent=1) + "\n", encoding="utf-8")
+        args.json.write_text(json.dumps({"floors_only": floors_only, "gated": gated,
+                                         "by_style": by_style}, indent=1) + "\n",
+                             encoding="utf-8")
     if args.plots:
         plot(items, decided, settings, args.plots)
+        plot_styles(by_style, args.plots / "answer_losses.png")
     if args.dry_run:
         return 0
     selector = fit_selector(items)

@@ -201,6 +201,40 @@ def test_the_hedge_threshold_stops_where_the_band_holds_the_fact_less_than_half_
     assert choose_hedge(p3, y3, kinds3, 0.7, 0) > 0.45
 
 
+def test_the_style_report_follows_each_answer_from_the_floor_to_the_gate():
+    from types import SimpleNamespace
+
+    from fit_answering import Item, style_report
+
+    def selection(*texts):
+        ranked = [SimpleNamespace(text=t) for t in texts]
+        return SimpleNamespace(text=texts[0], ranked=ranked)
+
+    items = [Item("q1", "hi", "answerable", 1, "मासा", "spoken"),  # refused by the floor
+             Item("q2", "hi", "answerable", 2, "मासा", "spoken"),  # read, picked, confident
+             Item("q3", "hi", "answerable", 3, "मासा", "spoken"),  # read, not picked, hedged
+             Item("q4", "hi", "answerable", 4, "मासा", "spoken"),  # not among those read
+             Item("q5", "hi", "near_miss", 5, "", "spoken"),  # near-misses are not counted
+             Item("q6", "hi", "answerable", 6, "मासा", "typed")]
+    picked, missed = selection("मासा है", "चूना"), selection("चूना", "मासा है")
+    decided = {
+        1: {"selection": picked, "read": (picked.ranked, [5.0, 1.0]), "answered": True,
+            "hedged": False},
+        2: {"selection": missed, "read": (missed.ranked, [1.0, 0.5]), "answered": False,
+            "hedged": True},
+        3: {"selection": missed, "read": (missed.ranked[:1], [1.0]), "answered": True,
+            "hedged": False},
+        4: {"selection": missed, "answered": True, "hedged": False},
+        5: {"selection": picked, "answered": False, "hedged": True},
+    }
+    spoken = style_report(items, decided)["hi"]["spoken"]
+    assert spoken == {"n": 4, "floor_refused": 0.25, "span_read": 0.5, "no_gate": 0.25,
+                      "delivered": 0.25, "confident": 0.25, "wrong": 0.25}
+    typed = style_report(items, decided)["hi"]["typed"]  # nothing read: every candidate counts
+    assert typed == {"n": 1, "floor_refused": 0.0, "span_read": 1.0, "no_gate": 1.0,
+                     "delivered": 1.0, "confident": 0.0, "wrong": 0.0}
+
+
 # ------------------------------------------------------------ the reader's files
 
 
