@@ -740,9 +740,9 @@ def plot_styles(rep: dict[str, dict[str, dict]], out: Path) -> None:
                        linestyle="--" if key == "confident" else ":", linewidth=0.9)
             ax.annotate(f"{issue} {key} {100 * target:.0f}", (len(styles) - 0.5, 100 * target),
                         fontsize=6, ha="right", va="bottom")
-        ax.set_xticks(range(len(styles)), [
-            f"{s}\nn={rep[lang][s]['n']}, floor\nrefuses {100 * rep[lang][s]['floor_refused']:.0f} %"
-            for s in styles], fontsize=7)
+        ticks = [f"{s}\nn={rep[lang][s]['n']}, floor\n"
+                 f"refuses {100 * rep[lang][s]['floor_refused']:.0f} %" for s in styles]
+        ax.set_xticks(range(len(styles)), ticks, fontsize=7)
         ax.set_xlim(-0.5, len(styles) - 0.5)
         ax.set_title(lang)
         ax.set_ylim(0, 100)
