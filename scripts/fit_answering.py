@@ -598,6 +598,26 @@ def run_folds(items: list[Item], folds: int, target: float | None, cosine: Answe
     return out
 
 
+def _decision(d: dict | None, gate: bool = True) -> tuple[Selection | None, bool, bool]:
+    """(the selection or None where the floor refused, answered confidently, hedged) of one
+    question's entry in ``decided``; without the gate every selection counts as answered."""
+    sel = d["selection"] if d else None
+    answered = sel is not None and (d["answered"] if gate else True)
+    hedged = gate and sel is not None and d.get("hedged", False)
+    return sel, answered, hedged
+
+
+def answerable_outcome(it: Item, d: dict | None, gate: bool = True) -> dict[str, bool]:
+    """One answerable question's outcome: confident correct / wrong, hedged holding the fact /
+    not, the fact delivered (either kind holds it), refused; the text holds the fact when it
+    contains the answer span (``eval/README.md``)."""
+    sel, answered, hedged = _decision(d, gate)
+    holds = sel is not None and it.answer in sel.text
+    return {"correct": answered and holds, "wrong": answered and not holds,
+            "hedged_right": hedged and holds, "hedged_wrong": hedged and not holds,
+            "delivered": (answered or hedged) and holds, "refused": not (answered or hedged)}
+
+
 def report(items: list[Item], decided: dict[int, dict], gate: bool = True) -> dict:
     """Per language: natural answerable correct / wrong / refused (confident answers), hedged
     right / wrong, the fact delivered (a confident or hedged answer holds it), near-misses
@@ -607,18 +627,11 @@ def report(items: list[Item], decided: dict[int, dict], gate: bool = True) -> di
     chars: dict[str, list[int]] = defaultdict(list)
     for i, it in enumerate(items):
         d = decided.get(i)
-        sel = d["selection"] if d else None
-        answered = d is not None and sel is not None and (d["answered"] if gate else True)
-        hedged = gate and d is not None and sel is not None and d.get("hedged", False)
+        sel, answered, hedged = _decision(d, gate)
         row = table[it.lang]
         if it.kind == "answerable":
-            holds = sel is not None and it.answer in sel.text
-            row["answerable_correct"].append(answered and holds)
-            row["answerable_wrong"].append(answered and not holds)
-            row["answerable_hedged_right"].append(hedged and holds)
-            row["answerable_hedged_wrong"].append(hedged and not holds)
-            row["answerable_delivered"].append((answered or hedged) and holds)
-            row["answerable_refused"].append(not (answered or hedged))
+            for key, value in answerable_outcome(it, d, gate).items():
+                row[f"answerable_{key}"].append(value)
             # the candidates are the top hits read in the question's language
             row["answerable_in_top5"].append(any(it.answer in c.source.text
                                                  for c in it.candidates))
@@ -683,17 +696,15 @@ def style_report(items: list[Item], decided: dict[int, dict]) -> dict[str, dict[
                 continue
             counts = dict.fromkeys((key for key, _ in STYLE_ROWS), 0)
             for it, d in rows:
-                sel = d["selection"] if d else None
-                if sel is None:
-                    counts["floor_refused"] += 1
-                    continue
-                read = d["read"][0] if d.get("read") else sel.ranked
-                holds = it.answer in sel.text
-                counts["span_read"] += any(it.answer in c.text for c in read)
-                counts["no_gate"] += holds
-                counts["delivered"] += holds and (d["answered"] or d["hedged"])
-                counts["confident"] += holds and d["answered"]
-                counts["wrong"] += d["answered"] and not holds
+                gated, floors = answerable_outcome(it, d), answerable_outcome(it, d, gate=False)
+                counts["floor_refused"] += floors["refused"]
+                counts["no_gate"] += floors["correct"]
+                counts["delivered"] += gated["delivered"]
+                counts["confident"] += gated["correct"]
+                counts["wrong"] += gated["wrong"]
+                if d and d["selection"] is not None:
+                    read = d["read"][0] if d.get("read") else d["selection"].ranked
+                    counts["span_read"] += any(it.answer in c.text for c in read)
             out[lang][style] = {"n": len(rows)} | {k: v / len(rows) for k, v in counts.items()}
     return dict(out)
 
