@@ -56,7 +56,7 @@ def check_input(query: str, settings: RagSettings) -> InputVerdict:
     if n_chars > settings.max_query_chars:
         return _refused(ReasonCode.TOO_LONG, text, f"{n_chars} chars > {settings.max_query_chars}",
                         n_chars=n_chars, max_chars=settings.max_query_chars)
-    letters = [ch for ch in text if unicodedata.category(ch)[0] in "LM"]
+    letters = _letters(text)
     if len(letters) < settings.min_query_chars:
         return _refused(ReasonCode.TOO_SHORT, text, f"{len(letters)} letters",
                         n_letters=len(letters))
@@ -73,6 +73,23 @@ def check_input(query: str, settings: RagSettings) -> InputVerdict:
     if garbled:
         return _refused(ReasonCode.GARBLED, text, garbled)
     return InputVerdict(True, text, f"{n_chars} chars")
+
+
+def _letters(text: str) -> list[str]:
+    """The letters of ``text`` with the combining marks attached to them (Indic matras,
+    viramas, accents): a mark counts only after a letter or another attached mark, with format
+    characters (ZWJ/ZWNJ) between them skipped, so stray marks with no base ("ँऀ99", found by
+    tests/test_fuzz.py) are not letters and cannot make a number or noise pass as a question."""
+    out: list[str] = []
+    attached = False
+    for ch in text:
+        category = unicodedata.category(ch)
+        if category[0] == "L" or (category[0] == "M" and attached):
+            out.append(ch)
+            attached = True
+        elif category != "Cf":
+            attached = False
+    return out
 
 
 def _garbled_reason(text: str, n_letters: int) -> str:

@@ -14,6 +14,10 @@ S = RagSettings()
         ("", "empty"),
         ("   \n\t ", "empty"),
         ("?", "too_short"),
+        # combining marks with no letter to carry them are not letters (a fuzz finding)
+        ("ँऀ99", "too_short"),
+        ("ँऀ", "too_short"),
+        ("\u0301\u0301\u0301 12", "too_short"),
         ("what " * 250, "too_long"),
         ("\x00\x01\x1b", "empty"),
         ("!!!! #### 12345 ???? %%%% ab", "garbled"),
@@ -59,6 +63,8 @@ def test_relevance_refusal_carries_score_floor_and_language():
         "Does a house cost more than 1000000 dollars?",
         "Xbox 360 की कीमत कितनी है??????",
         "How much does an Xbox 360 cost? 😀😀😀😀😀😀",
+        # a short Hindi question: its matras, virama and ZWJ ride on its letters
+        "क्\u200dया है?",
     ],
 )
 def test_input_guard_passes_real_questions(query):
