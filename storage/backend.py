@@ -12,9 +12,10 @@
 
 SQL is written once, with ``?`` placeholders (translated to ``%s`` for psycopg) and the subset
 both dialects share: ``INSERT ... ON CONFLICT ... DO UPDATE/NOTHING``, ``RETURNING``,
-``COALESCE``. Where the dialects differ (column types in DDL, locks) the difference lives here:
-:func:`sql_types` and :meth:`Tx.lock`. Rows are read by column name (``row["chat_id"]``) or by
-position (``row[0]``) on both.
+``COALESCE``. Where the dialects differ (column types in DDL, locks, reading JSON stored as text,
+listing the schema) the difference lives here: :func:`sql_types`, :meth:`Tx.lock`,
+:func:`json_field`, :func:`json_elements` and :func:`schema_columns`. Rows are read by column
+name (``row["chat_id"]``) or by position (``row[0]``) on both.
 
     backend = await open_backend("postgresql://bot@127.0.0.1:5432/bot")  # or a path / sqlite:///
     async with backend.transaction() as tx:
@@ -22,6 +23,10 @@ position (``row[0]``) on both.
         n_rows = await tx.execute("UPDATE ... WHERE id = ?", (7,))
         row = await tx.fetchone("SELECT ... WHERE id = ?", (7,))
     await backend.close()
+
+:func:`open_read_only` opens a database that is only read (the operator's dashboard): on SQLite
+a ``mode=ro`` connection with ``query_only``, on PostgreSQL a pool whose sessions run every
+statement in a read-only transaction.
 
 Database errors pass through unchanged (``sqlite3.Error``, ``psycopg.Error``): a caller that
 expects one (a constraint it checks) catches the driver's class; opening failures become
@@ -31,6 +36,7 @@ expects one (a constraint it checks) catches the driver's class; opening failure
 from __future__ import annotations
 
 import asyncio
+import re
 import sqlite3
 import sys
 from abc import ABC, abstractmethod
@@ -53,6 +59,8 @@ DIALECTS: tuple[str, ...] = (SQLITE, POSTGRESQL)
 DEFAULT_BUSY_TIMEOUT_MS = 5000  # milliseconds an SQLite write waits for another process's lock
 DEFAULT_POOL_MAX = 10  # PostgreSQL connections per process (handlers + held chat locks)
 DEFAULT_CONNECT_TIMEOUT_S = 10.0  # seconds to wait for the first PostgreSQL connection
+READ_ONLY_POOL_MAX = 4  # PostgreSQL connections of a reader (the dashboard: a page at a time)
+READ_ONLY_BUSY_TIMEOUT_MS = 2000  # milliseconds a read-only SQLite query waits for a lock
 
 Params = Sequence[Any]
 
@@ -78,6 +86,55 @@ _TYPES = {
 def sql_types(dialect: str) -> SqlTypes:
     """The DDL column types of ``dialect`` (one of :data:`DIALECTS`)."""
     return _TYPES[dialect]
+
+
+_JSON_KEY = re.compile(r"[a-z_]+")
+
+
+def json_field(dialect: str, document: str, key: str) -> str:
+    """SQL for the member ``key`` of the JSON object that the SQL expression ``document`` holds
+    (a TEXT column such as ``d.reason``, or an element of :func:`json_elements`); NULL when the
+    member is missing or JSON ``null``.
+
+    SQLite (``json_extract``) gives a string as TEXT and a number as INTEGER or REAL;
+    PostgreSQL (``->>``) gives both as text, so read numbers with ``float()``. ``key`` is a
+    name of lower-case letters and ``_`` (ValueError otherwise): it is written into the SQL.
+    """
+    if not _JSON_KEY.fullmatch(key):
+        raise ValueError(f"JSON key {key!r} is not lower-case letters and '_'")
+    if dialect == SQLITE:
+        return f"json_extract({document}, '$.{key}')"
+    return f"(CAST({document} AS json) ->> '{key}')"
+
+
+def json_elements(dialect: str, document: str, alias: str) -> str:
+    """A FROM-clause item: one row per element of the JSON array in the TEXT expression
+    ``document`` (a column of a table named earlier in the FROM clause), the element as
+    ``<alias>.value`` (read its members with :func:`json_field`) and its position as
+    ``<alias>.key``, ascending in array order (from 0 on SQLite, from 1 on PostgreSQL: order by
+    it, never compare it). ``alias`` is a name of lower-case letters and ``_``.
+    """
+    if not _JSON_KEY.fullmatch(alias):
+        raise ValueError(f"alias {alias!r} is not lower-case letters and '_'")
+    if dialect == SQLITE:
+        return f"json_each({document}) {alias}"
+    return f"json_array_elements(CAST({document} AS json)) WITH ORDINALITY AS {alias}(value, key)"
+
+
+async def schema_columns(db: Backend | Tx) -> dict[str, set[str]]:
+    """Every table of the database and the names of its columns: on SQLite the main schema's
+    tables (``sqlite_master``, ``pragma_table_info``; SQLite's own ``sqlite_*`` tables left
+    out), on PostgreSQL those of ``current_schema()`` (``information_schema.columns``)."""
+    if db.dialect == SQLITE:
+        sql = ("SELECT m.name AS table_name, p.name AS column_name FROM sqlite_master m, "
+               "pragma_table_info(m.name) p WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%'")
+    else:
+        sql = ("SELECT table_name, column_name FROM information_schema.columns "
+               "WHERE table_schema = current_schema()")
+    tables: dict[str, set[str]] = {}
+    for row in await db.fetchall(sql):
+        tables.setdefault(row[0], set()).add(row[1])
+    return tables
 
 
 @dataclass(frozen=True, slots=True)
@@ -385,6 +442,29 @@ class SqliteBackend(Backend):
             raise
         return cls(conn, DatabaseUrl(SQLITE, path=path))
 
+    @classmethod
+    async def open_read_only(cls, path: Path,
+                             busy_timeout_ms: int = READ_ONLY_BUSY_TIMEOUT_MS) -> SqliteBackend:
+        """Open an existing file for reading only: a ``mode=ro`` URI and ``PRAGMA query_only``
+        (a write raises ``sqlite3.OperationalError``, "attempt to write a readonly database"),
+        in autocommit mode, so no read snapshot outlives its query, and in WAL mode its reads
+        never block the bot's writes nor wait for them. Nothing is created, nothing migrated.
+        DatabaseOpenError when ``path`` is missing or not an SQLite database."""
+        path = Path(path)
+        if not path.is_file():
+            raise DatabaseOpenError(path, "no such file")
+        conn = await aiosqlite.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True,
+                                       isolation_level=None)
+        try:
+            conn.row_factory = aiosqlite.Row
+            await conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            await conn.execute("PRAGMA query_only = ON")
+            await conn.execute("PRAGMA schema_version")  # fails here on a file that is no database
+        except sqlite3.Error as exc:
+            await conn.close()
+            raise DatabaseOpenError(path, str(exc)) from exc
+        return cls(conn, DatabaseUrl(SQLITE, path=path))
+
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Tx]:
         async with self._write_lock:
@@ -424,9 +504,13 @@ class PostgresBackend(Backend):
 
     @classmethod
     async def open(cls, location: DatabaseUrl, max_size: int = DEFAULT_POOL_MAX,
-                   timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S) -> PostgresBackend:
+                   timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S, *,
+                   is_read_only: bool = False) -> PostgresBackend:
         """Open a pool of 1 to ``max_size`` connections and wait (at most ``timeout_s``
-        seconds) for the first; DatabaseOpenError (the driver's message) when none comes."""
+        seconds) for the first; DatabaseOpenError (the driver's message) when none comes.
+        ``is_read_only``: every pooled session sets ``default_transaction_read_only``, so each
+        statement runs in a read-only transaction (a write raises
+        ``psycopg.errors.ReadOnlySqlTransaction``)."""
         from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
         # one direct connection first: a refused or misspelt URL fails at once with libpq's
@@ -440,7 +524,8 @@ class PostgresBackend(Backend):
         pool = AsyncConnectionPool(
             location.url or "", min_size=1, max_size=max_size, open=False, timeout=timeout_s,
             kwargs={"autocommit": True, "row_factory": _pg_row_factory},
-            check=AsyncConnectionPool.check_connection, name="voice-rag")
+            check=AsyncConnectionPool.check_connection, name="voice-rag",
+            configure=_read_only_session if is_read_only else None)
         try:
             await pool.open(wait=True, timeout=timeout_s)
         except PoolTimeout as exc:
@@ -501,11 +586,34 @@ async def open_backend(target: str | Path | DatabaseUrl, *,
     return await PostgresBackend.open(location, max_size=pool_max)
 
 
+async def open_read_only(target: str | Path | DatabaseUrl, *,
+                         busy_timeout_ms: int = READ_ONLY_BUSY_TIMEOUT_MS,
+                         pool_max: int = READ_ONLY_POOL_MAX) -> Backend:
+    """Open the database ``target`` names for reading only (:meth:`SqliteBackend.open_read_only`;
+    on PostgreSQL a pool of at most ``pool_max`` read-only sessions): nothing is created or
+    migrated, and every write fails. Use :meth:`Backend.fetchone` / :meth:`Backend.fetchall`.
+
+    Raises:
+        DatabaseOpenError: it cannot be opened (an SQLite file that is missing or no database,
+            a server out of reach); ``detail`` is the driver's message.
+        ValueError: ``target`` is not a path or an sqlite/postgresql URL.
+    """
+    location = target if isinstance(target, DatabaseUrl) else parse_database_url(target)
+    if location.dialect == SQLITE:
+        return await SqliteBackend.open_read_only(location.path or Path(), busy_timeout_ms)
+    return await PostgresBackend.open(location, max_size=pool_max, is_read_only=True)
+
+
 def driver_errors() -> tuple[type[Exception], ...]:
     """The database drivers' base error classes: ``sqlite3.Error``, and ``psycopg.Error`` once
     psycopg is imported (it is only when PostgreSQL is in use)."""
     psycopg = sys.modules.get("psycopg")
     return (sqlite3.Error,) if psycopg is None else (sqlite3.Error, psycopg.Error)
+
+
+async def _read_only_session(conn: Any) -> None:
+    """The pool's ``configure`` step of a read-only backend (autocommit: set for the session)."""
+    await conn.execute("SET default_transaction_read_only = on")
 
 
 async def _pg_connect_error(url: str, timeout_s: float) -> str | None:
