@@ -1,7 +1,12 @@
 """The decision log read-only, for the operator's dashboard (``bot.dashboard``) and its metrics.
 
-Opens the bot's SQLite file with a ``mode=ro`` URI and ``PRAGMA query_only``: it never writes,
-never migrates, and in WAL mode its reads never block the bot's writes (nor wait for them).
+One reader over both backends (:func:`storage.backend.open_read_only`): the bot's SQLite file
+through a ``mode=ro`` URI with ``PRAGMA query_only`` (in WAL mode its reads never block the
+bot's writes, nor wait for them), or the PostgreSQL database the replicas share, every statement
+in a read-only transaction. It never writes and never migrates. Each query is written once;
+where the dialects differ (JSON stored as text, the schema's listing) it goes through the
+helpers of :mod:`storage.backend`, and rows are sorted here, not by the database's collation, so
+both backends give the same rows in the same order.
 
 Every decision records its front end in ``decisions.channel`` (migration ``m006_channels``);
 ``source = 'cli'`` shows as the command line. A database the bot has not migrated yet (the
@@ -10,7 +15,7 @@ records: a chat id that sent a WhatsApp message (``whatsapp_messages.chat_id``) 
 chat id 0 without a message id is the console; everything else is Telegram, the rule
 ``m006_channels`` applies when it adds the column.
 
-    async with await DecisionReader.open(Path("data/bot.sqlite3")) as reader:
+    async with await DecisionReader.open(Path("data/bot.sqlite3")) as reader:  # or a URL
         page = await reader.decisions(DecisionFilter(status="refused-no-match"))
 """
 
@@ -18,15 +23,23 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import aiosqlite
-
+from .backend import (
+    SQLITE,
+    Backend,
+    DatabaseUrl,
+    driver_errors,
+    json_elements,
+    json_field,
+    open_read_only,
+    parse_database_url,
+    schema_columns,
+)
 from .db import StoredDecision, _decision_from_row
 from .errors import DatabaseOpenError
 
@@ -48,8 +61,7 @@ _DERIVED_CHANNEL_NO_WHATSAPP = """CASE
     WHEN d.source = 'cli' THEN 'cli'
     WHEN d.chat_id = 0 AND d.message_id IS NULL THEN 'console'
     ELSE 'telegram' END"""
-_REASON_SQL = ("COALESCE(json_extract(d.reason, '$.code'), "
-               "CASE WHEN d.status = 'answered' THEN 'none' ELSE 'unknown' END)")
+_NO_REASON_SQL = "CASE WHEN d.status = 'answered' THEN 'none' ELSE 'unknown' END"
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,50 +199,62 @@ class InboxBacklog:
 
 
 class DecisionReader:
-    """Read-only queries over the bot's database. Build with ``await DecisionReader.open``."""
+    """Read-only queries over the bot's database, SQLite or PostgreSQL. Build with
+    ``await DecisionReader.open``; ``backend`` is the read-only :class:`Backend` it reads
+    through, ``location`` where the database is (``location.display`` hides a password)."""
 
-    def __init__(self, conn: aiosqlite.Connection, path: Path, tables: set[str],
-                 decision_columns: set[str]) -> None:
-        self._conn, self.path = conn, path
-        self.has_inbox = "inbox" in tables
-        self.has_whatsapp = "whatsapp_messages" in tables  # before m006
+    def __init__(self, backend: Backend, columns: dict[str, set[str]]) -> None:
+        self.backend, self.location = backend, backend.location
+        dialect = backend.dialect
+        decision_columns = columns["decisions"]
+        self.has_inbox = "inbox" in columns
+        self.has_whatsapp = "whatsapp_messages" in columns  # before m006
         derived = _DERIVED_CHANNEL if self.has_whatsapp else _DERIVED_CHANNEL_NO_WHATSAPP
         self.channel_sql = ("CASE WHEN d.source = 'cli' THEN 'cli' ELSE d.channel END"
                             if "channel" in decision_columns else derived)
-        self.reason_sql = _REASON_SQL if "reason" in decision_columns else (
-            "CASE WHEN d.status = 'answered' THEN 'none' ELSE 'unknown' END")
+        self.reason_sql = (  # before m004: not recorded
+            f"COALESCE({json_field(dialect, 'd.reason', 'code')}, {_NO_REASON_SQL})"
+            if "reason" in decision_columns else _NO_REASON_SQL)
         self.best_passage_sql = (  # before m009: not recorded
             "d.best_passage_id, d.best_passage_score" if "best_passage_id" in decision_columns
             else "NULL AS best_passage_id, NULL AS best_passage_score")
+        # each traced stage of each decision, as rows s (s.key: its place in the trace)
+        self.stages_sql = f"decisions d, {json_elements(dialect, 'd.trace', 's')}"
+        self.stage_sql = {key: json_field(dialect, "s.value", key)
+                          for key in ("name", "decision", "detail", "elapsed_ms")}
 
     @classmethod
-    async def open(cls, path: Path, busy_timeout_ms: int = 2000) -> DecisionReader:
-        """Open ``path`` read-only (``mode=ro``). Raises :class:`DatabaseOpenError` when the
-        file does not exist, is not a database, or has no ``decisions`` table."""
-        path = Path(path)
-        if not path.is_file():
-            raise DatabaseOpenError(path, "no such file (the bot creates it at its first start; "
-                                    "BOT_DB_PATH or --db names another)")
-        # autocommit: no implicit BEGIN, so no read snapshot outlives its query
-        conn = await aiosqlite.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True,
-                                       isolation_level=None)
+    async def open(cls, target: Path | str | DatabaseUrl) -> DecisionReader:
+        """Open the database ``target`` names (a path or ``sqlite:///`` URL: the SQLite file;
+        ``postgresql://...``: the database replicas share) for reading only.
+
+        Raises:
+            DatabaseOpenError: the SQLite file does not exist (it is never created), the
+                database cannot be opened or reached, or it has no ``decisions`` table;
+                ``detail`` says which, with the driver's message.
+            ValueError: ``target`` is a URL of another scheme.
+        """
+        location = target if isinstance(target, DatabaseUrl) else parse_database_url(target)
+        if location.dialect == SQLITE and not Path(location.path or "").is_file():
+            raise DatabaseOpenError(location.display, "no such file (the bot creates it at its "
+                                    "first start; BOT_DB_PATH or --db names another)")
+        backend = await open_read_only(location)
         try:
-            conn.row_factory = aiosqlite.Row
-            await conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-            await conn.execute("PRAGMA query_only = ON")
-            async with conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'") as cur:
-                tables = {row[0] for row in await cur.fetchall()}
-            if "decisions" not in tables:
-                raise sqlite3.DatabaseError("no decisions table: not the bot's database")
-            async with conn.execute("PRAGMA table_info(decisions)") as cur:
-                columns = {row["name"] for row in await cur.fetchall()}
-        except sqlite3.Error as exc:
-            await conn.close()
-            raise DatabaseOpenError(path, str(exc)) from exc
-        return cls(conn, path, tables, columns)
+            columns = await schema_columns(backend)
+        except driver_errors() as exc:
+            await backend.close()
+            raise DatabaseOpenError(location.display, str(exc).strip()) from exc
+        except BaseException:
+            await backend.close()
+            raise
+        if "decisions" not in columns:
+            await backend.close()
+            raise DatabaseOpenError(location.display, "no decisions table: not the bot's "
+                                    "database, or the bot has not started on it yet")
+        return cls(backend, columns)
 
     async def close(self) -> None:
-        await self._conn.close()
+        await self.backend.close()
 
     async def __aenter__(self) -> DecisionReader:
         return self
@@ -259,18 +283,21 @@ class DecisionReader:
         """Decisions counted by channel, language, status and reason code."""
         rows = await self._all(
             f"SELECT {self.channel_sql} AS channel, d.lang, d.status, {self.reason_sql} AS "
-            "reason, COUNT(*) AS n FROM decisions d GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4", ())
-        return [QuestionCount(r["channel"], r["lang"], r["status"], r["reason"], r["n"])
-                for r in rows]
+            "reason, COUNT(*) AS n FROM decisions d GROUP BY 1, 2, 3, 4", ())
+        counts = [QuestionCount(r["channel"], r["lang"], r["status"], r["reason"], r["n"])
+                  for r in rows]
+        return sorted(counts, key=lambda c: (c.channel, c.lang, c.status, c.reason))
 
     async def refusals_per_day(self, days: int | None = None) -> list[RefusalCount]:
-        """Refused decisions per UTC day, reason code and language; newest day first. ``days``
-        keeps the last that many days that have decisions (None: all)."""
+        """Refused decisions per UTC day, reason code and language; newest day first, then the
+        most refused, then by reason and language. ``days`` keeps the last that many days that
+        have decisions (None: all)."""
         rows = await self._all(
             f"SELECT substr(d.created_at, 1, 10) AS day, {self.reason_sql} AS reason, d.lang, "
-            "COUNT(*) AS n FROM decisions d WHERE d.status LIKE 'refused%' "
-            "GROUP BY 1, 2, 3 ORDER BY 1 DESC, 4 DESC, 2, 3", ())
+            "COUNT(*) AS n FROM decisions d WHERE d.status LIKE 'refused%' GROUP BY 1, 2, 3", ())
         counts = [RefusalCount(r["day"], r["reason"], r["lang"], r["n"]) for r in rows]
+        counts.sort(key=lambda c: (c.reason, c.lang))
+        counts.sort(key=lambda c: (c.day, c.n), reverse=True)
         if days is not None:
             kept = sorted({c.day for c in counts}, reverse=True)[:days]
             counts = [c for c in counts if c.day in kept]
@@ -299,9 +326,8 @@ class DecisionReader:
             else ("", (after_id,))
         timings: dict[str, list[float]] = defaultdict(list)
         rows = await self._all(
-            "SELECT json_extract(s.value, '$.name') AS name, "
-            "json_extract(s.value, '$.elapsed_ms') AS ms FROM decisions d, json_each(d.trace) s "
-            f"WHERE d.id > ? {bound} ORDER BY d.id, s.key", params)
+            f"SELECT {self.stage_sql['name']} AS name, {self.stage_sql['elapsed_ms']} AS ms "
+            f"FROM {self.stages_sql} WHERE d.id > ? {bound} ORDER BY d.id, s.key", params)
         for r in rows:
             if r["ms"] is not None:
                 timings[r["name"]].append(float(r["ms"]))
@@ -326,14 +352,14 @@ class DecisionReader:
     async def speech_failures(self, limit: int | None = None) -> list[SpeechFailure]:
         """Failed speech-to-text and text-to-speech stages, newest first."""
         names = ", ".join(f"'{n}'" for n in SPEECH_STAGES)
+        stage = self.stage_sql
         rows = await self._all(
             f"SELECT d.id, d.created_at, {self.channel_sql} AS channel, d.reason, "
-            "json_extract(s.value, '$.name') AS stage, json_extract(s.value, '$.detail') AS "
-            "detail, json_extract(s.value, '$.elapsed_ms') AS ms FROM decisions d, "
+            f"{stage['name']} AS stage, {stage['detail']} AS detail, {stage['elapsed_ms']} AS ms "
             # a plain text match first (a superset) spares parsing every trace
-            "json_each(d.trace) s WHERE (d.trace LIKE '%\"error\"%' OR d.trace LIKE "
-            f"'%\"failed\"%') AND json_extract(s.value, '$.name') IN ({names}) AND "
-            "json_extract(s.value, '$.decision') IN ('error', 'failed') ORDER BY d.id DESC"
+            f"FROM {self.stages_sql} WHERE (d.trace LIKE '%\"error\"%' OR d.trace LIKE "
+            f"'%\"failed\"%') AND {stage['name']} IN ({names}) AND "
+            f"{stage['decision']} IN ('error', 'failed') ORDER BY d.id DESC, s.key"
             + ("" if limit is None else f" LIMIT {int(limit)}"), ())
         return [_speech_failure(r) for r in rows]
 
@@ -382,12 +408,11 @@ class DecisionReader:
             params.append((where.date_to + timedelta(days=1)).isoformat())
         return ("WHERE " + " AND ".join(clauses)) if clauses else "", tuple(params)
 
-    async def _all(self, sql: str, params: tuple[Any, ...]) -> list[aiosqlite.Row]:
-        async with self._conn.execute(sql, params) as cursor:
-            return list(await cursor.fetchall())
+    async def _all(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
+        return await self.backend.fetchall(sql, params)
 
 
-def _row(r: aiosqlite.Row) -> DecisionRow:
+def _row(r: Any) -> DecisionRow:
     return DecisionRow(
         id=r["id"], created_at=datetime.fromisoformat(r["created_at"]), channel=r["channel_"],
         chat_id=r["chat_id"], source=r["source"], lang=r["lang"], status=r["status"],
@@ -397,7 +422,7 @@ def _row(r: aiosqlite.Row) -> DecisionRow:
         reply_ms=r["reply_ms"])
 
 
-def _speech_failure(r: aiosqlite.Row) -> SpeechFailure:
+def _speech_failure(r: Any) -> SpeechFailure:
     service = SPEECH_STAGES[r["stage"]]
     detail = r["detail"] or ""
     if service == "stt":
@@ -411,7 +436,7 @@ def _speech_failure(r: aiosqlite.Row) -> SpeechFailure:
                          r["stage"], kind, detail, float(r["ms"] or 0.0))
 
 
-def _refused(r: aiosqlite.Row) -> RefusedQuestion:
+def _refused(r: Any) -> RefusedQuestion:
     return RefusedQuestion(
         r["id"], datetime.fromisoformat(r["created_at"]), r["channel"], r["lang"], r["status"],
         r["reason"], r["query"], r["top_score"], r["floor"], r["best_passage_id"],

@@ -2,7 +2,11 @@
 Telegram, console and WhatsApp against their stand-ins, answering from the fake pipeline), over
 HTTP on 127.0.0.1: /metrics parsed with prometheus_client's parser, filters, 400s, access
 control, hashed ids, the CSV export, the read-only reader, mounting as a sub-app. The browser
-tests are in tests/test_dashboard_browser.py (slow)."""
+tests are in tests/test_dashboard_browser.py (slow).
+
+Every test over a database runs on SQLite and on PostgreSQL (``bot_db`` and ``db_target`` are
+parametrised; the PostgreSQL cases are ``slow`` and ``postgres``, in the session's throwaway
+cluster), where the bots write through ``BOT_DATABASE_URL`` as replicas do."""
 
 from __future__ import annotations
 
@@ -10,8 +14,8 @@ import asyncio
 import csv
 import io
 import json
+import logging
 import re
-import sqlite3
 from base64 import b64encode
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -29,23 +33,28 @@ from bot.cli import main as bot_main
 from bot.dashboard import DashboardConfigError, DashboardSettings, create_app
 from bot.dashboard.timings import SETTLE_S, StageTimings
 from rag.types import Result, Status, Trace
+from standins.postgres import free_port
 from standins.voice_notes import tools_available
+from storage.backend import POSTGRESQL, SQLITE, DatabaseUrl, driver_errors
 from storage.db import Database
 from storage.errors import DatabaseOpenError
 from storage.reader import DecisionFilter, DecisionReader
-from tests.dashboard_runs import PM, SCRIPT, WA_ID, XBOX, fill_by_bot_runs
+from tests.conftest import ROOT
+from tests.dashboard_runs import BACKENDS, PM, SCRIPT, WA_ID, XBOX, logged_database
+from tests.pgcluster import query_rows
 
 pytestmark = pytest.mark.skipif(not tools_available(), reason="needs espeak-ng and ffmpeg")
 
 TOKEN = "dashboard-test-token"
+NO_INDEX = ROOT / "tests" / "no-such-index"
 
 
-@pytest.fixture(scope="module")
-def bot_db(tmp_path_factory, fake_settings, fake_pipeline) -> Path:
-    """The decision log of :data:`tests.dashboard_runs.SCRIPT`, recorded by the real bots."""
-    db_path = tmp_path_factory.mktemp("dashboard") / "bot.sqlite3"
-    asyncio.run(fill_by_bot_runs(fake_settings, fake_pipeline, db_path))
-    return db_path
+@pytest.fixture(scope="module", params=BACKENDS)
+def bot_db(request, tmp_path_factory, fake_settings, fake_pipeline) -> Path | str:
+    """The decision log of :data:`tests.dashboard_runs.SCRIPT`, recorded by the real bots: an
+    SQLite file, or a PostgreSQL database's URL."""
+    return logged_database(request, tmp_path_factory, fake_settings, fake_pipeline,
+                           "dashboard_http")
 
 
 @asynccontextmanager
@@ -54,9 +63,10 @@ async def client(app: web.Application) -> AsyncIterator[TestClient]:
         yield http
 
 
-def settings_for(db_path: Path, **changes) -> DashboardSettings:
-    return replace(DashboardSettings(db_path=db_path, index_dir=db_path.parent / "none"),
-                   **changes)
+def settings_for(target: Path | str, **changes) -> DashboardSettings:
+    """Settings over ``target``: an SQLite file (``db_path``) or a URL (``database_url``)."""
+    database = {"db_path": target} if isinstance(target, Path) else {"database_url": target}
+    return replace(DashboardSettings(**database, index_dir=NO_INDEX), **changes)
 
 
 def rows_of(html: str) -> list[dict[str, str]]:
@@ -82,10 +92,10 @@ async def test_metrics_parse_and_match_the_decision_log_after_bot_runs(bot_db):
             questions[(labels["channel"], labels["lang"], labels["status"],
                        labels["reason"])] += int(s.value)
     assert questions == Counter((ch, lang, st, reason) for ch, _src, lang, st, reason in SCRIPT)
-    with sqlite3.connect(bot_db) as conn:  # and the log itself says the same
-        by_status = Counter(dict(conn.execute(
-            "SELECT status, COUNT(*) FROM decisions GROUP BY status").fetchall()))
-        traces = [json.loads(t) for (t,) in conn.execute("SELECT trace FROM decisions")]
+    # and the log itself says the same
+    by_status = Counter(dict(query_rows(bot_db, "SELECT status, COUNT(*) FROM decisions "
+                                                "GROUP BY status")))
+    traces = [json.loads(t) for (t,) in query_rows(bot_db, "SELECT trace FROM decisions")]
     assert by_status == Counter(status for *_, status, _reason in SCRIPT)
     assert sum(questions.values()) == by_status.total() == len(SCRIPT)
 
@@ -140,9 +150,8 @@ async def test_list_filters_by_status_language_channel_source_and_date_and_pages
 
 
 async def test_decision_page_shows_the_chain_with_milliseconds_and_citations(bot_db):
-    with sqlite3.connect(bot_db) as conn:
-        [(decision_id,)] = conn.execute(
-            "SELECT id FROM decisions WHERE source = 'voice' AND status = 'answered'").fetchall()
+    [(decision_id,)] = query_rows(
+        bot_db, "SELECT id FROM decisions WHERE source = 'voice' AND status = 'answered'")
     async with client(create_app(settings_for(bot_db))) as http:
         html = await (await http.get(f"/decision/{decision_id}")).text()
     for stage in ("voice_checks", "download", "transcode", "speech_to_text", "relevance_guard",
@@ -264,18 +273,18 @@ async def test_loopback_needs_no_token(bot_db):
         assert (await http.get("/")).status == 200
 
 
-def test_exposure_without_a_token_or_a_missing_database_does_not_start(bot_db, capsys):
+def test_exposure_without_a_token_or_a_missing_database_does_not_start(tmp_path, capsys):
+    db_path = tmp_path / "bot.sqlite3"
     for host in ("0.0.0.0", "192.168.1.5", "dashboard.example.org"):
         with pytest.raises(DashboardConfigError, match="set BOT_DASHBOARD_TOKEN"):
-            create_app(settings_for(bot_db, host=host))
+            create_app(settings_for(db_path, host=host))
     with pytest.raises(DashboardConfigError, match="set BOT_DASHBOARD_TOKEN"):
-        create_app(settings_for(bot_db), is_exposed=True)  # mounted in the webhook server
-    assert bot_main(["dashboard", "--host", "0.0.0.0", "--db", str(bot_db)]) == 2
+        create_app(settings_for(db_path), is_exposed=True)  # mounted in the webhook server
+    assert bot_main(["dashboard", "--host", "0.0.0.0", "--db", str(db_path)]) == 2
     assert "error: the dashboard would be reachable beyond this machine (host 0.0.0.0): set " \
            "BOT_DASHBOARD_TOKEN" in capsys.readouterr().err
-    missing = bot_db.parent / "missing.sqlite3"
-    assert bot_main(["dashboard", "--port", "0", "--db", str(missing)]) == 2
-    assert "cannot read the database" in capsys.readouterr().err and not missing.exists()
+    assert bot_main(["dashboard", "--port", "0", "--db", str(db_path)]) == 2
+    assert "cannot read the database" in capsys.readouterr().err and not db_path.exists()
 
 
 async def test_hashed_ids_hide_chat_numbers(bot_db):
@@ -313,29 +322,42 @@ async def test_mounted_as_a_sub_app_links_and_cookie_stay_under_its_prefix(bot_d
 # ----------------------------------------------------------------------------- reading
 
 
-async def test_reader_is_read_only_and_never_blocks_the_bot(tmp_path, bot_db):
+async def test_reader_refuses_a_missing_file_or_one_that_is_not_a_database(tmp_path):
     missing = tmp_path / "none.sqlite3"
     with pytest.raises(DatabaseOpenError, match="no such file"):
         await DecisionReader.open(missing)
     assert not missing.exists()
     not_db = tmp_path / "notes.sqlite3"
     not_db.write_text("not a database")
-    with pytest.raises(DatabaseOpenError):
+    with pytest.raises(DatabaseOpenError, match="not a database"):
         await DecisionReader.open(not_db)
+    assert not_db.read_text() == "not a database"
 
-    db_path = tmp_path / "live.sqlite3"
-    async with await Database.open(db_path) as db:
+
+async def test_reader_refuses_a_postgresql_database_without_the_bots_tables(pg_url):
+    with pytest.raises(DatabaseOpenError, match="no decisions table"):
+        await DecisionReader.open(pg_url)
+    assert query_rows(pg_url, "SELECT COUNT(*) FROM information_schema.tables WHERE "
+                              "table_schema = 'public'") == [(0,)]  # nothing created
+
+
+async def test_reader_is_read_only_and_never_blocks_the_bot(db_target):
+    async with await Database.open(db_target) as db:
         await db.record_decision("telegram", 7, 1, 7, "text",
                                  Result(Status.ANSWERED, "q", "en", answer="a"))
-        async with await DecisionReader.open(db_path) as reader:
-            with pytest.raises(sqlite3.OperationalError, match="readonly|read-only"):
-                await reader._conn.execute("DELETE FROM decisions")
-            # a read in progress (an open cursor mid-scan) does not stop the bot's commit
-            async with reader._conn.execute("SELECT id FROM decisions") as cursor:
-                await cursor.fetchone()
+        async with await DecisionReader.open(db_target) as reader:
+            for sql in ("DELETE FROM decisions", "UPDATE decisions SET query = 'x'",
+                        "CREATE TABLE x (y TEXT)"):
+                with pytest.raises(driver_errors(), match="readonly|read-only"):
+                    await reader.backend.fetchall(sql)
+            # a read transaction in progress (it has read rows) does not stop the bot's commit
+            async with reader.backend.session() as tx:
+                await tx.execute("BEGIN")
+                assert (await tx.fetchone("SELECT COUNT(*) FROM decisions"))[0] == 1
                 await asyncio.wait_for(db.record_decision(
                     "telegram", 7, 2, 7, "text",
                     Result(Status.ERROR, "q2", "en", message="boom")), 2)
+                await tx.rollback()
             page = await reader.decisions(DecisionFilter())
     assert [r.query for r in page.rows] == ["q2", "q"]
     assert [r.channel for r in page.rows] == ["telegram", "telegram"]
@@ -346,6 +368,7 @@ async def test_settings_from_environment(tmp_path):
         "BOT_DB_PATH": str(tmp_path / "x.sqlite3"), "BOT_DASHBOARD_HASH_IDS": "yes",
         "BOT_DASHBOARD_PORT": "9000", "BOT_DASHBOARD_TOKEN": "t"})
     assert settings.db_path == tmp_path / "x.sqlite3" and settings.hash_ids
+    assert settings.database == DatabaseUrl(SQLITE, path=tmp_path / "x.sqlite3")
     assert settings.port == 9000 and settings.token == "t" and settings.is_loopback
     with pytest.raises(DashboardConfigError, match="BOT_DASHBOARD_PORT"):
         DashboardSettings.from_env({"BOT_DASHBOARD_PORT": "http"})
@@ -355,22 +378,60 @@ async def test_settings_from_environment(tmp_path):
         .is_loopback
 
 
-async def test_stage_timings_keep_settled_decisions_and_read_only_newer_ones(tmp_path):
-    db_path = tmp_path / "timings.sqlite3"
+def test_the_database_is_the_bots_url_unless_the_dashboard_names_its_own():
+    bots = {"BOT_DATABASE_URL": "postgresql://bot:pw@db/bot", "BOT_DB_PATH": "bot.sqlite3"}
+    assert DashboardSettings.from_env(bots).database == DatabaseUrl(
+        POSTGRESQL, url="postgresql://bot:pw@db/bot")  # the bot prefers the URL too
+    assert DashboardSettings.from_env({**bots, "BOT_DASHBOARD_DB_PATH": "copy.sqlite3"}) \
+        .database == DatabaseUrl(SQLITE, path=Path("copy.sqlite3"))
+    assert DashboardSettings.from_env({**bots, "BOT_DASHBOARD_DATABASE_URL": (
+        "postgresql://dashboard@standby/bot")}).database.url == "postgresql://dashboard@standby/bot"
+    assert DashboardSettings.from_env({"BOT_DB_PATH": "bot.sqlite3"}).database == DatabaseUrl(
+        SQLITE, path=Path("bot.sqlite3"))
+    assert DashboardSettings.from_env({}).database.path == DashboardSettings().db_path
+    for url, why in (("mysql://ops:pw@db/bot", "scheme 'mysql'"),
+                     ("sqlite://", "scheme 'sqlite' naming no file")):
+        with pytest.raises(DashboardConfigError, match=why) as raised:
+            create_app(DashboardSettings(database_url=url))
+        assert "pw" not in str(raised.value) and "BOT_DATABASE_URL" in str(raised.value)
+
+
+def test_cli_names_the_database_it_cannot_read_without_its_password(tmp_path, monkeypatch,
+                                                                    capsys, caplog):
+    url = f"postgresql://bot:s3cret@127.0.0.1:{free_port()}/bot"  # nothing listens there
+    monkeypatch.setenv("BOT_DATABASE_URL", url)
+    for key in ("BOT_DB_PATH", "BOT_DASHBOARD_DB_PATH", "BOT_DASHBOARD_DATABASE_URL"):
+        monkeypatch.delenv(key, raising=False)
+    with caplog.at_level(logging.ERROR, logger="bot.dashboard.cli"):
+        assert bot_main(["dashboard", "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: cannot read the database {url.replace('s3cret', '***')} (")
+    assert "s3cret" not in err and "s3cret" not in caplog.text
+    assert "dashboard_not_started reason=database" in caplog.text
+
+    missing = tmp_path / "bot.sqlite3"  # --db beats BOT_DATABASE_URL
+    assert bot_main(["dashboard", "--port", "0", "--db", str(missing)]) == 2
+    assert f"cannot read the database {missing}" in capsys.readouterr().err
+    assert bot_main(["dashboard", "--port", "0", "--db", "mysql://ops:pw@db/bot"]) == 2
+    err = capsys.readouterr().err
+    assert "got a URL of scheme 'mysql'" in err and "pw" not in err
+
+
+async def test_stage_timings_keep_settled_decisions_and_read_only_newer_ones(db_target):
     trace = Trace()
     trace.add("search", "5 hits", "", 2.0)
-    async with await Database.open(db_path) as db:
+    async with await Database.open(db_target) as db:
         for _ in range(3):
             await db.record_decision("telegram", 7, None, 7, "text", Result(
                 Status.ANSWERED, "q", "en", answer="a", trace=trace))
-    with sqlite3.connect(db_path) as conn:  # recorded an hour ago: settled
-        conn.execute("UPDATE decisions SET created_at = ?", (
-            (datetime.now(UTC) - timedelta(hours=1)).isoformat(timespec="milliseconds"),))
+        async with db.backend.transaction() as tx:  # recorded an hour ago: settled
+            await tx.execute("UPDATE decisions SET created_at = ?", (
+                (datetime.now(UTC) - timedelta(hours=1)).isoformat(timespec="milliseconds"),))
     timings = StageTimings()
-    async with await DecisionReader.open(db_path) as reader:
+    async with await DecisionReader.open(db_target) as reader:
         assert (await timings.all(reader))["search"] == [2.0] * 3
         assert await reader.settled_id(SETTLE_S) == 3
-        async with await Database.open(db_path) as db:
+        async with await Database.open(db_target) as db:
             trace.stages[0] = replace(trace.stages[0], elapsed_ms=9.0)
             await db.record_decision("telegram", 7, None, 7, "text", Result(
                 Status.ANSWERED, "q", "en", answer="a", trace=trace))
@@ -379,15 +440,14 @@ async def test_stage_timings_keep_settled_decisions_and_read_only_newer_ones(tmp
         assert again == await reader.stage_timings()
 
 
-async def test_channel_filter_knows_the_web_page(tmp_path):
+async def test_channel_filter_knows_the_web_page(db_target):
     """The web channel (``bot.web``) records ``channel = 'web'``; ``?channel=web`` lists those
     decisions and nothing else (it was a 400 while ``storage.reader.CHANNELS`` lacked it)."""
-    db_path = tmp_path / "web.sqlite3"
-    async with await Database.open(db_path) as db:
+    async with await Database.open(db_target) as db:
         for channel, query in (("web", "from the page"), ("telegram", "from telegram")):
             await db.record_decision(channel, 7, None, 7, "text", Result(
                 Status.ANSWERED, query, "en", answer="a"))
-    async with client(create_app(settings_for(db_path))) as http:
+    async with client(create_app(settings_for(db_target))) as http:
         response = await http.get("/?channel=web")
         assert response.status == 200, await response.text()
         rows = rows_of(await response.text())
@@ -396,14 +456,13 @@ async def test_channel_filter_knows_the_web_page(tmp_path):
     assert "from the page" in html and "from telegram" not in html
 
 
-async def test_csv_export_defuses_questions_that_look_like_formulas(tmp_path):
-    db_path = tmp_path / "formula.sqlite3"
-    async with await Database.open(db_path) as db:
+async def test_csv_export_defuses_questions_that_look_like_formulas(db_target):
+    async with await Database.open(db_target) as db:
         for query in ('=HYPERLINK("http://evil.example","x")', "+1 555", "what is 2-1"):
             await db.record_decision("telegram", 7, None, 7, "text", Result(
                 Status.REFUSED_NO_MATCH, query, "en", top_score=0.1, floor=0.25,
                 message="top 0.100 < floor 0.250 (en)"))
-    async with client(create_app(settings_for(db_path))) as http:
+    async with client(create_app(settings_for(db_target))) as http:
         rows = list(csv.DictReader(io.StringIO(await (await http.get(
             "/export/refused.csv")).text())))
     assert [r["question"] for r in rows] == [

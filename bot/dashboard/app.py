@@ -8,8 +8,9 @@
     /export/refused.csv refused questions with their best passage and score
     /metrics            Prometheus text format (``bot.dashboard.metrics``)
 
-Every page reads the database through one read-only :class:`storage.reader.DecisionReader`,
-opened at start-up and closed at clean-up. A bad query parameter is answered 400 with what is
+Every page reads the database (the bot's SQLite file, or the PostgreSQL database replicas share)
+through one read-only :class:`storage.reader.DecisionReader`, opened at start-up and closed at
+clean-up. A bad query parameter is answered 400 with what is
 allowed; an unexpected failure 500 with a one-line message (the traceback goes to the log).
 """
 
@@ -34,6 +35,7 @@ from aiohttp import web
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from rag.types import LANGUAGES
+from storage.backend import DatabaseUrl
 from storage.db import SOURCES
 from storage.reader import CHANNELS, DecisionReader
 
@@ -50,6 +52,7 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 COOKIE = "voice_rag_dashboard"
 SETTINGS = web.AppKey("settings", DashboardSettings)
 READER = web.AppKey("reader", DecisionReader)
+DATABASE = web.AppKey("database", DatabaseUrl)
 GUARD = web.AppKey("guard", "AccessGuard")
 PAGES = web.AppKey("pages", jinja2.Environment)
 PASSAGES = web.AppKey("passages", dict)
@@ -118,11 +121,13 @@ def create_app(settings: DashboardSettings, *, is_exposed: bool | None = None) -
     webhook binds 0.0.0.0).
 
     Raises:
-        DashboardConfigError: exposed without a token or user and password.
+        DashboardConfigError: exposed without a token or user and password, or a database URL
+            of another scheme than sqlite or postgresql.
     """
     guard = AccessGuard(settings, not settings.is_loopback if is_exposed is None else is_exposed)
     app = web.Application(middlewares=[_errors, _access])
     app[SETTINGS], app[GUARD] = settings, guard
+    app[DATABASE] = settings.database  # a malformed URL fails here, not at start-up
     app[PAGES] = _environment()
     app[PASSAGES] = {}
     app[TIMINGS] = StageTimings()
@@ -280,7 +285,7 @@ async def _security_headers(request: web.Request, response: web.StreamResponse) 
 
 
 async def _open_reader(app: web.Application) -> None:
-    app[READER] = await DecisionReader.open(app[SETTINGS].db_path)
+    app[READER] = await DecisionReader.open(app[DATABASE])
 
 
 async def _close_reader(app: web.Application) -> None:

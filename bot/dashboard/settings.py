@@ -1,5 +1,6 @@
-"""The dashboard's settings: environment variables ``BOT_DASHBOARD_<FIELD>`` (and ``BOT_DB_PATH``
-for the database), overridden by ``python -m bot dashboard --host/--port/--db``."""
+"""The dashboard's settings: environment variables ``BOT_DASHBOARD_<FIELD>`` (and the bot's own
+``BOT_DATABASE_URL`` or ``BOT_DB_PATH`` for the database), overridden by ``python -m bot dashboard
+--host/--port/--db``."""
 
 from __future__ import annotations
 
@@ -7,9 +8,14 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from bot.settings import is_loopback_host
 from rag.settings import DEFAULT_DATA_DIR, bounded, settings_from_env, wire_text
+from storage.backend import DatabaseUrl, parse_database_url
+
+DATABASE_VARIABLES = "--db, BOT_DASHBOARD_DATABASE_URL, BOT_DATABASE_URL or BOT_DB_PATH"
+"""Where the database read is set, for messages."""
 
 
 class DashboardConfigError(ValueError):
@@ -25,8 +31,13 @@ class DashboardSettings:
     # decision log, so a token or a user and password is then required.
     host: str = "127.0.0.1"
     port: int = bounded(8081, 0, 65535)
-    # The bot's SQLite file, read-only (``BOT_DB_PATH`` when this is not set).
+    # The bot's SQLite file, read-only (``BOT_DB_PATH`` when neither this nor a database URL is
+    # set).
     db_path: Path = DEFAULT_DATA_DIR / "bot.sqlite3"
+    # The bot's database when not ``db_path``, read-only: ``postgresql://user:password@host/db``
+    # (the one replicas share) or ``sqlite:///path``. Not set (and ``BOT_DASHBOARD_DB_PATH`` not
+    # set either): the bot's ``BOT_DATABASE_URL``. Empty: ``db_path``.
+    database_url: str = ""
     # Bearer token: ``Authorization: Bearer <token>``, or ``?token=<token>`` once (it is then
     # kept in a cookie). Required when the host is not loopback, unless user and password are.
     token: str = wire_text("")
@@ -47,7 +58,10 @@ class DashboardSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> DashboardSettings:
-        """Read ``BOT_DASHBOARD_*`` (and ``BOT_DB_PATH``, ``VOICE_RAG_INDEX_DIR`` as defaults).
+        """Read ``BOT_DASHBOARD_*``, with the bot's settings as defaults: the database is
+        ``BOT_DASHBOARD_DATABASE_URL``, else ``BOT_DASHBOARD_DB_PATH``, else the bot's
+        ``BOT_DATABASE_URL``, else ``BOT_DB_PATH`` (the bot itself prefers the URL too); the
+        index ``VOICE_RAG_INDEX_DIR``.
 
         Raises:
             DashboardConfigError: a malformed value, naming the variable.
@@ -57,11 +71,32 @@ class DashboardSettings:
             settings = settings_from_env(cls, env, "BOT_DASHBOARD_")
         except ValueError as exc:
             raise DashboardConfigError(str(exc)) from None
-        if not env.get("BOT_DASHBOARD_DB_PATH") and env.get("BOT_DB_PATH"):
-            settings = replace(settings, db_path=Path(env["BOT_DB_PATH"]))
+        if not env.get("BOT_DASHBOARD_DATABASE_URL") and not env.get("BOT_DASHBOARD_DB_PATH"):
+            if env.get("BOT_DATABASE_URL", "").strip():
+                settings = replace(settings, database_url=env["BOT_DATABASE_URL"].strip())
+            elif env.get("BOT_DB_PATH"):
+                settings = replace(settings, db_path=Path(env["BOT_DB_PATH"]))
         if not env.get("BOT_DASHBOARD_INDEX_DIR") and env.get("VOICE_RAG_INDEX_DIR"):
             settings = replace(settings, index_dir=Path(env["VOICE_RAG_INDEX_DIR"]))
         return settings
+
+    @property
+    def database(self) -> DatabaseUrl:
+        """The database read: ``database_url`` when set, else ``db_path``.
+
+        Raises:
+            DashboardConfigError: a URL of another scheme than sqlite or postgresql, or an
+                sqlite URL without a file (the message shows no password).
+        """
+        try:
+            return parse_database_url(self.database_url.strip() or self.db_path)
+        except ValueError:
+            parts = urlsplit(self.database_url.strip())
+            raise DashboardConfigError(
+                f"the dashboard's database ({DATABASE_VARIABLES}) must be an SQLite file, "
+                "sqlite:///path or postgresql://user:password@host:5432/db; got a URL of scheme "
+                f"{parts.scheme!r}" + (" naming no file" if parts.scheme == "sqlite" else "")
+            ) from None
 
     @property
     def is_loopback(self) -> bool:
