@@ -8,9 +8,13 @@ speech-to-text outages and failed spoken replies, with traces of the pipeline's 
 spreads their times over ``--days`` days (one UPDATE, since ``record_decision`` stamps "now").
 It then serves the dashboard (``bot.dashboard.create_app``) on 127.0.0.1 and times ``--repeat``
 GETs of each page over HTTP from a client in the same process, after one warm-up request each.
+The database is a temporary SQLite file, or with ``--postgres`` a database in a throwaway
+PostgreSQL cluster (``standins.postgres``: Debian's server binaries, started in a temporary
+folder on a free port, ``fsync`` off), or ``--database-url`` (an empty PostgreSQL database).
 
     python scripts/bench_dashboard.py                    # 1,000 decisions, 15 requests a page
     python scripts/bench_dashboard.py --n 10000 --repeat 9
+    python scripts/bench_dashboard.py --postgres         # the same on a throwaway PostgreSQL
     python scripts/bench_dashboard.py --bot              # and the bot's answers/s beside it
 
 Prints the median and P90 in milliseconds per page; asserts nothing.
@@ -32,11 +36,11 @@ import argparse
 import asyncio
 import os
 import random
-import sqlite3
 import statistics
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -139,11 +143,14 @@ def _stt_outage(rng: random.Random, lang: str) -> Result:
                   reason=Reason(ReasonCode.SPEECH_REFUSED, "sarvam down", key="stt_down"))
 
 
-async def fill(db_path: Path, n: int, days: int, seed: int = 0) -> None:
-    """Record ``n`` decisions into ``db_path``, then spread them evenly over ``days`` days
-    ending now (newest last)."""
+async def fill(target: Path | str, n: int, days: int, seed: int = 0,
+               end: datetime | None = None) -> None:
+    """Record ``n`` decisions into ``target`` (an SQLite file or a PostgreSQL URL, as
+    ``Database.open`` takes it; an empty database), then spread them evenly over ``days`` days
+    ending at ``end`` (default now; newest last). The same ``seed`` and ``end`` record the same
+    log on either backend."""
     rng = random.Random(seed)
-    async with await Database.open(db_path) as db:
+    async with await Database.open(target) as db:
         inbox = Inbox(db)
         for i in range(n):
             lang = rng.choices(list(FLOORS), weights=[45, 30, 13, 12])[0]
@@ -174,27 +181,31 @@ async def fill(db_path: Path, n: int, days: int, seed: int = 0) -> None:
                 await inbox.claim("whatsapp", wamid, chat_id, "{}")
                 await inbox.finish("whatsapp", wamid, f"replied decision_id={decision_id}",
                                    decision_id)
-    start = datetime.now(UTC) - timedelta(days=days)
-    step = timedelta(days=days) / max(1, n)
-    with sqlite3.connect(db_path) as conn:
-        conn.executemany("UPDATE decisions SET created_at = ? WHERE id = ?", [
-            ((start + k * step).isoformat(timespec="milliseconds"), k + 1) for k in range(n)])
-        conn.execute("UPDATE refusals SET created_at = (SELECT created_at FROM decisions "
-                     "WHERE decisions.id = refusals.decision_id)")
+        start = (end or datetime.now(UTC)) - timedelta(days=days)
+        step = timedelta(days=days) / max(1, n)
+        async with db.backend.transaction() as tx:
+            await tx.executemany("UPDATE decisions SET created_at = ? WHERE id = ?", [
+                ((start + k * step).isoformat(timespec="milliseconds"), k + 1)
+                for k in range(n)])
+            await tx.execute("UPDATE refusals SET created_at = (SELECT created_at FROM "
+                             "decisions WHERE decisions.id = refusals.decision_id)")
 
 
-async def bench(db_path: Path, repeat: int) -> list[tuple[str, list[float]]]:
-    """Median-ready timings (ms) of ``repeat`` GETs per page, each after one warm-up GET."""
-    app = create_app(DashboardSettings(db_path=db_path, index_dir=db_path.parent / "no-index"))
+async def bench(target: Path | str, repeat: int) -> list[tuple[str, list[float]]]:
+    """Median-ready timings (ms) of ``repeat`` GETs per page, each after one warm-up GET, of
+    the dashboard over ``target`` (an SQLite file or a PostgreSQL URL)."""
+    async with await Database.open(target) as db:
+        chain_id = (await db.backend.fetchone(
+            "SELECT id FROM decisions WHERE source = 'voice' AND status = 'answered' "
+            "ORDER BY id DESC LIMIT 1"))[0]
+        n = await db.count_decisions()
+    database = {"db_path": target} if isinstance(target, Path) else {"database_url": target}
+    app = create_app(DashboardSettings(**database, index_dir=ROOT / "no-index"))
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    with sqlite3.connect(db_path) as conn:
-        chain_id = conn.execute("SELECT id FROM decisions WHERE source = 'voice' AND "
-                                "status = 'answered' ORDER BY id DESC LIMIT 1").fetchone()[0]
-        n = conn.execute("SELECT COUNT(*) FROM decisions").fetchone()[0]
     pages = [("list, 50 rows (default page)", "/"),
              (f"list, {min(n, 1000)} rows (?per={min(n, 1000)})", f"/?per={min(n, 1000)}"),
              ("list filtered (refused-no-match, hi)", "/?status=refused-no-match&lang=hi"),
@@ -349,15 +360,26 @@ def main() -> None:
                         help="pause between the poller's loops over three pages")
     parser.add_argument("--passages", type=int, default=1000,
                         help="passages of the temporary index when none is configured")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--postgres", action="store_true",
+                       help="record into a throwaway PostgreSQL cluster instead of SQLite")
+    where.add_argument("--database-url", help="record into this empty PostgreSQL database")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        db_path = Path(tmp) / "bench.sqlite3"
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
+        target: Path | str = args.database_url or Path(tmp) / "bench.sqlite3"
+        if args.postgres:
+            from standins.postgres import ThrowawayCluster
+
+            cluster = ThrowawayCluster.start()
+            stack.callback(cluster.stop)
+            target = cluster.create_database("bench")
         started = time.perf_counter()
-        asyncio.run(fill(db_path, args.n, args.days))
-        print(f"filled {args.n} decisions in {time.perf_counter() - started:.1f} s "
-              f"({db_path.stat().st_size / 2**20:.1f} MB); load average "
-              f"{os.getloadavg()[0]:.2f}, {os.cpu_count()} cores")
-        results = asyncio.run(bench(db_path, args.repeat))
+        asyncio.run(fill(target, args.n, args.days))
+        size = (f"{target.stat().st_size / 2**20:.1f} MB" if isinstance(target, Path)
+                else "PostgreSQL")
+        print(f"filled {args.n} decisions in {time.perf_counter() - started:.1f} s ({size}); "
+              f"load average {os.getloadavg()[0]:.2f}, {os.cpu_count()} cores")
+        results = asyncio.run(bench(target, args.repeat))
     print(f"{'page':<40} {'median ms':>10} {'P90 ms':>8}  ({args.repeat} requests each)")
     for label, timings in results:
         p90 = sorted(timings)[max(0, int(0.9 * len(timings)) - 1)]

@@ -6,16 +6,19 @@ tests are in tests/test_dashboard_browser.py (slow).
 
 Every test over a database runs on SQLite and on PostgreSQL (``bot_db`` and ``db_target`` are
 parametrised; the PostgreSQL cases are ``slow`` and ``postgres``, in the session's throwaway
-cluster), where the bots write through ``BOT_DATABASE_URL`` as replicas do."""
+cluster), where the bots write through ``BOT_DATABASE_URL`` as replicas do; and one test
+records the same log on both and compares every page and ``/metrics`` byte for byte."""
 
 from __future__ import annotations
 
 import asyncio
 import csv
+import importlib
 import io
 import json
 import logging
 import re
+import sys
 from base64 import b64encode
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -32,12 +35,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from bot.cli import main as bot_main
 from bot.dashboard import DashboardConfigError, DashboardSettings, create_app
 from bot.dashboard.timings import SETTLE_S, StageTimings
-from rag.types import Result, Status, Trace
+from rag.types import Reason, ReasonCode, Result, Stage, Status, Trace
 from standins.postgres import free_port
 from standins.voice_notes import tools_available
 from storage.backend import POSTGRESQL, SQLITE, DatabaseUrl, driver_errors
 from storage.db import Database
 from storage.errors import DatabaseOpenError
+from storage.inbox import Inbox
 from storage.reader import DecisionFilter, DecisionReader
 from tests.conftest import ROOT
 from tests.dashboard_runs import BACKENDS, PM, SCRIPT, WA_ID, XBOX, logged_database
@@ -467,3 +471,106 @@ async def test_csv_export_defuses_questions_that_look_like_formulas(db_target):
             "/export/refused.csv")).text())))
     assert [r["question"] for r in rows] == [
         "what is 2-1", "'+1 555", "'=HYPERLINK(\"http://evil.example\",\"x\")"]
+
+
+# ------------------------------------------------------------------ both backends alike
+
+N_BENCH = 240  # decisions of scripts/bench_dashboard.py's generator in the comparison
+END = datetime(2026, 3, 9, 18, 30, tzinfo=UTC)  # when the compared log ends (UTC)
+
+
+async def record_same_log(target: Path | str) -> None:
+    """The log both backends hold in the comparison: :data:`N_BENCH` decisions of the
+    dashboard benchmark's generator over 6 days ending at :data:`END` (four languages,
+    Telegram, WhatsApp, console and command line, voice notes, every refusal, speech-to-text
+    outages, failed spoken replies), then a hedged answer, a web question, a reply whose
+    encoding failed after its text-to-speech did, and inbox messages left pending and sending,
+    all stamped :data:`END`."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    bench = importlib.import_module("bench_dashboard")
+    await bench.fill(target, N_BENCH, 6, seed=43, end=END)
+    trace = Trace()
+    trace.add("answerability_gate", "hedged", "p 0.420 < threshold 0.700", 4.0)
+    async with await Database.open(target) as db:
+        await db.record_decision("telegram", 5, 900, 5, "text", Result(
+            Status.HEDGED, "How much does an Xbox 360 cost?", "en", answer="About $299.",
+            top_score=0.88, floor=0.84, trace=trace, message="hedged: p 0.420 < 0.700",
+            reason=Reason(ReasonCode.HEDGED, "hedged", score=0.88, floor=0.84, lang="en",
+                          probability=0.42, threshold=0.7)))
+        await db.record_decision("web", 11, None, None, "text", Result(
+            Status.ANSWERED, "खीरे में कैलोरी", "hi", answer="१६ कैलोरी", top_score=0.91,
+            floor=0.85, trace=trace))
+        spoken = await db.record_decision("whatsapp", 919800000002, None, 919800000002,
+                                          "voice", Result(Status.ANSWERED, "q", "gu",
+                                                          answer="a", trace=trace))
+        await db.add_stages(spoken, [Stage("text_to_speech", "ok", "gu-IN", 812.5),
+                                     Stage("encode_voice", "failed", "ffmpeg exited 1", 3.25)])
+        inbox = Inbox(db)
+        for channel, key in (("whatsapp", "wamid.left"), ("telegram", "5/901/0"),
+                             ("web", "web/1")):
+            await inbox.claim(channel, key, 5, "{}")
+        await inbox.mark_sending("telegram", "5/901/0")
+        async with db.backend.transaction() as tx:
+            await tx.execute("UPDATE decisions SET created_at = ? WHERE id > ?",
+                             (END.isoformat(timespec="milliseconds"), N_BENCH))
+
+
+def english_sorted_database(cluster, name: str) -> str:
+    """A new database in ``cluster`` whose text sorts as American English does (ICU ``en-US``:
+    ``a`` before ``B``, ``-`` and ``_`` ignored at first), as on a server installed with an
+    English locale, unlike the test cluster's C locale, which sorts as SQLite and Python do;
+    returns its URL."""
+    import psycopg
+
+    with psycopg.connect(cluster.url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE template0 LOCALE_PROVIDER icu '
+                     "ICU_LOCALE 'en-US' LOCALE 'C'")
+    url = cluster.database_url(name)
+    assert query_rows(url, "SELECT 'a' < 'B', 'refused-x' < 'refused_a'") == [(True, False)]
+    return url
+
+
+async def test_every_page_and_metrics_are_the_same_on_sqlite_and_postgresql(tmp_path,
+                                                                            pg_cluster):
+    targets = (tmp_path / "bot.sqlite3", english_sorted_database(pg_cluster, "dashboard_same"))
+    for target in targets:
+        await record_same_log(target)
+    assert query_rows(targets[0], "SELECT id, created_at, trace FROM decisions ORDER BY id") \
+        == query_rows(targets[1], "SELECT id, created_at, trace FROM decisions ORDER BY id")
+    [(stt_outage,)] = query_rows(targets[0], "SELECT MAX(id) FROM decisions WHERE status = "
+                                             "'error' AND source = 'voice'")
+    paths = ["/", "/?per=1000", "/?per=7&page=3", "/?status=refused-no-match&lang=hi",
+             "/?channel=whatsapp&source=voice", "/?channel=cli", "/?status=hedged",
+             "/?from=2026-03-05&to=2026-03-07", "/?channel=web&lang=hi",
+             *(f"/decision/{i}" for i in (1, stt_outage, N_BENCH + 1, N_BENCH + 3)),
+             "/refusals?days=366", "/refusals?days=2", "/scores", "/latency",
+             "/export/refused.csv", "/metrics"]
+    pages: list[dict[str, str]] = []
+    for target in targets:
+        async with client(create_app(settings_for(target))) as http:
+            bodies = {}
+            for path in paths:
+                response = await http.get(path)
+                assert response.status == 200, (target, path, await response.text())
+                bodies[path] = await response.text()
+            pages.append(bodies)
+    on_sqlite, on_postgresql = pages
+    for path in paths:
+        assert on_postgresql[path] == on_sqlite[path], path
+
+    # what was compared is the whole log, not two empty pages
+    families = {f.name: f for f in text_string_to_metric_families(on_sqlite["/metrics"])}
+    n_questions = sum(s.value for s in families["voice_rag_questions"].samples
+                      if s.name == "voice_rag_questions_total")
+    assert n_questions == N_BENCH + 3
+    errors = {(s.labels["service"], s.labels["stage"]) for s in families[
+        "voice_rag_speech_errors"].samples if s.name == "voice_rag_speech_errors_total"}
+    assert errors == {("stt", "speech_to_text"), ("tts", "text_to_speech"),
+                      ("tts", "encode_voice")}
+    backlog = {(s.labels["channel"], s.labels["status"]): s.value
+               for s in families["voice_rag_inbox_backlog"].samples if s.value}
+    assert backlog == {("whatsapp", "pending"): 1, ("telegram", "sending"): 1,
+                       ("web", "pending"): 1}
+    assert len(rows_of(on_sqlite["/?per=1000"])) == N_BENCH + 3
+    assert len(re.findall(r"<b>2026-03-\d\d</b>", on_sqlite["/refusals?days=366"])) == 7
+    assert on_sqlite["/export/refused.csv"].count("\n") > 20
