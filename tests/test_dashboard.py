@@ -574,3 +574,25 @@ async def test_every_page_and_metrics_are_the_same_on_sqlite_and_postgresql(tmp_
     assert len(rows_of(on_sqlite["/?per=1000"])) == N_BENCH + 3
     assert len(re.findall(r"<b>2026-03-\d\d</b>", on_sqlite["/refusals?days=366"])) == 7
     assert on_sqlite["/export/refused.csv"].count("\n") > 20
+
+
+async def test_a_role_that_may_only_select_reads_every_page(pg_url):
+    """The role docs/operations.md suggests for the dashboard: it may log in and SELECT, no
+    more; every page reads as the bot's own role's does."""
+    import psycopg
+
+    await record_same_log(pg_url)
+    database = pg_url.rsplit("/", 1)[1]
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        for sql in ("CREATE ROLE dashboard_reader LOGIN",
+                    f'GRANT CONNECT ON DATABASE "{database}" TO dashboard_reader',
+                    "GRANT USAGE ON SCHEMA public TO dashboard_reader",
+                    "GRANT SELECT ON ALL TABLES IN SCHEMA public TO dashboard_reader"):
+            conn.execute(sql)
+    reader_url = pg_url.replace("//postgres@", "//dashboard_reader@")
+    paths = ("/", "/refusals", "/latency", "/export/refused.csv", "/metrics")
+    pages = []
+    for url in (pg_url, reader_url):
+        async with client(create_app(settings_for(url))) as http:
+            pages.append([await (await http.get(path)).text() for path in paths])
+    assert pages[1] == pages[0] and "voice_rag_inbox_backlog{" in pages[1][-1]
