@@ -8,7 +8,7 @@ embedded default) or PostgreSQL (``BOT_DATABASE_URL``), through :mod:`storage.ba
 - :mod:`storage.db` (``Database``), :mod:`storage.inbox` (``Inbox``: claims, leases, per-chat
   order), :mod:`storage.ratelimit` (``RateLimitStore``), :mod:`storage.repeats`
   (``RepeatStore``), :mod:`storage.voice_index` (``VoiceIndex``).
-- :mod:`storage.reader`: the dashboard's read-only view (SQLite only for now).
+- :mod:`storage.reader`: the dashboard's read-only view, over either backend.
 """
 
 from .db import (
