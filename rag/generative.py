@@ -38,7 +38,8 @@ import numpy as np
 from rag.errors import ServiceError
 from rag.guards import GroundingVerdict
 from rag.language import dominant_language
-from rag.pipeline import Pipeline, Prepared
+from rag.pipeline import Pipeline
+from rag.prepared import Prepared
 from rag.prompt import (
     MAX_PASSAGES,
     Generation,

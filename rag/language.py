@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import unicodedata
 
-from rag.romanized import is_romanized_hindi
-from rag.text import STOPWORDS, tokenize
-from rag.types import LANGUAGES
+from rag.romanized import is_romanized_hindi, to_devanagari
+from rag.text import STOPWORDS, strip_fillers, tokenize
+from rag.types import LANGUAGES, LanguageBasis
 
 _SCRIPT_LANGUAGES = {"TELUGU": "te", "GUJARATI": "gu", "DEVANAGARI": "hi", "LATIN": "en"}
 """First word of a character's Unicode name -> the corpus language written in that script."""
@@ -103,3 +103,42 @@ def normalise_language(code: str | None) -> str | None:
     if short not in LANGUAGES:
         raise ValueError(f"unsupported language {code!r}: expected one of {', '.join(LANGUAGES)}")
     return short
+
+
+def script_language(text: str) -> str | None:
+    """The corpus language ``text`` is written in, judged by its letters: ``te``/``gu``/``hi``
+    when it has Telugu, Gujarati or Devanagari letters (the most wins, as in
+    :func:`detect_language`), ``en`` when at least half its letters are Latin, else None: no
+    letters (emoji, digits) or mostly another script (Tamil, Chinese)."""
+    indic = detect_language(text)
+    if indic != "en":
+        return indic
+    letters = [ch for ch in text if ch.isalpha()]
+    n_latin = sum(script_of(ch) == "en" for ch in letters)
+    return "en" if letters and 2 * n_latin >= len(letters) else None
+
+
+def read_language(text: str, lang: str | None = None,
+                  hint_lang: str | None = None) -> LanguageBasis:
+    """The :class:`~rag.types.LanguageBasis` of the question ``text``: ``lang`` when given
+    (explicit), else ``hint_lang`` (speech-to-text's), else the script's
+    (:func:`detect_language`); Hindi in Latin letters is read in Devanagari
+    (:func:`rag.romanized.to_devanagari`), then spoken fillers are removed
+    (:func:`rag.text.strip_fillers`).
+
+    Raises:
+        ValueError: the language is not one of :data:`LANGUAGES`.
+    """
+    tied: tuple[str, ...] = ()
+    if lang is not None:
+        query_lang, source = lang, "explicit"
+    elif hint_lang is not None:
+        query_lang, source = hint_lang, "speech-to-text"
+    else:
+        query_lang, source, tied = detect_language(text), "script", script_tie(text)
+    if query_lang not in LANGUAGES:
+        raise ValueError(f"language {query_lang!r} not in {LANGUAGES}")
+    read_as = to_devanagari(text) if query_lang == "hi" and is_romanized_hindi(text) else ""
+    spoken = strip_fillers(read_as or text, query_lang)
+    return LanguageBasis(query_lang, source, script_language(text), read_as,
+                         spoken if spoken != text else "", spoken != (read_as or text), tied)

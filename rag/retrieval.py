@@ -20,6 +20,8 @@ import numpy as np
 
 from rag.errors import ModelFileError
 from rag.index import ALL, PassageIndex
+from rag.settings import RagSettings
+from rag.sparse import passage_terms
 from rag.types import LANGUAGES, Hit
 
 
@@ -148,3 +150,29 @@ def load_fusion(path: Path = FUSION_PATH) -> dict[str, Fusion]:
                              f"restore it from the repository or rerun {REFIT_FUSION}, or set "
                              "VOICE_RAG_RETRIEVAL=dense") from None
     return fusion
+
+
+def search(index: PassageIndex, settings: RagSettings, fusion: Fusion | None, text: str,
+           vector: np.ndarray, lang: str, is_explicit: bool,
+           k: int | None = None) -> tuple[list[Hit], float | None]:
+    """The top ``k`` (default ``settings.top_k``) hits for a query, best first, and the cosine
+    of the dense ranking's first hit, which the relevance floor compares (None: nothing found).
+
+    Dense (:func:`retrieve`) without ``fusion``; with it the dense pool of
+    ``pool_factor * k`` is fused with BM25 over the query language's passages (:func:`fuse`).
+    ``text`` is the searched text, ``vector`` its float32 (dim,) embedding."""
+    k = settings.top_k if k is None else k
+    if fusion is None:
+        hits = retrieve(index, vector, lang, k, is_explicit=is_explicit,
+                        language_bonus=settings.language_bonus, pool_factor=settings.pool_factor)
+        return hits, (hits[0].score if hits else None)
+    # The seed's candidate pool, ranked as retrieve ranks it: its first hit is the seed's.
+    pool = retrieve(index, vector, lang, k * settings.pool_factor, is_explicit=is_explicit,
+                    language_bonus=settings.language_bonus, pool_factor=1)
+    # BM25 over the query language's passages only, also when the language was detected: the
+    # English words of a code-mixed Hindi question would otherwise pull in English passages
+    # (docs/benchmarks.md: hybrid retrieval per language).
+    sparse = index.sparse_scores(passage_terms(text, None), lang)
+    bonus = 0.0 if is_explicit else settings.language_bonus
+    hits = fuse(index, vector, pool, sparse, lang, k, fusion, bonus)
+    return hits, (pool[0].score if pool else None)

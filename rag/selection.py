@@ -19,6 +19,7 @@ few set look-ups and one matrix-vector product per question (~1-3 ms for 5 passa
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections import Counter
@@ -30,7 +31,6 @@ from typing import NamedTuple
 import numpy as np
 
 from rag.fitted import read_model_file
-from rag.reader import pick_order
 from rag.text import (
     STOPWORDS,
     TokenMatcher,
@@ -233,8 +233,8 @@ class Selection:
     """The second sentence shown with ``best``: the best-scored other sentence of the same passage
     that fits with it in ``MAX_ANSWER_CHARS``, when there is one."""
     ranked: tuple[Candidate, ...] = ()
-    """Every candidate, best first (``ranked[0]`` is ``best``): what the English reader reads
-    the top of (rag/reader.py)."""
+    """Every candidate, best first (``ranked[0]`` is ``best``): what a reader reads the top of
+    (rag/answer/stage.py)."""
 
     @property
     def detail(self) -> str:
@@ -413,6 +413,16 @@ class AnswerSelector:
             bool(data.get("two_sentences", True)),
         )
 
+    def write(self, path: Path = MODEL_PATH, **fitted: object) -> None:
+        """Write the model file (``features``, ``mean``, ``scale``, ``coef``, ``intercept``,
+        ``two_sentences``, then ``fitted``: what the fit records of itself), read back by
+        :meth:`load`."""
+        data = {"features": list(FEATURES), "mean": self.mean.tolist(),
+                "scale": self.scale.tolist(), "coef": self.coef.tolist(),
+                "intercept": self.intercept, "two_sentences": self.two_sentences, **fitted}
+        Path(path).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        type(self).load(path)
+
     @classmethod
     def neutral(cls) -> AnswerSelector:
         """Every candidate equal (best = first sentence of the top hit): what a fit starts from,
@@ -447,20 +457,6 @@ class AnswerSelector:
     def choose(self, query: str, candidates: list[Candidate]) -> Selection | None:
         """Score ``candidates`` and compose the answer from the best one (None when empty)."""
         return self.compose(query, self.score(candidates))
-
-    def repick(self, query: str, selection: Selection, scores: Sequence[float],
-               weights: Sequence[float]) -> tuple[Selection, list[float], int]:
-        """``selection`` re-picked among its first ``len(scores)`` candidates (those a reader
-        scored, ``scores`` its logits in this order) by ``weights`` over the selector's and the
-        reader's logits (:func:`rag.reader.pick_order`): ``(selection, scores, moved)``, the
-        answer composed from the re-ranked candidates (the others keep their places after
-        them), the scores in that order, and the selector's 0-based rank of the new pick; the
-        same ``selection`` and scores and 0 when the order does not change."""
-        order = pick_order([c.probability for c in selection.ranked], scores, weights)
-        if order == sorted(order):
-            return selection, list(scores), 0
-        ranked = [selection.ranked[i] for i in order] + list(selection.ranked[len(order):])
-        return self.compose(query, ranked), [scores[i] for i in order], order[0]
 
     def compose(self, query: str, ranked: list[Candidate]) -> Selection | None:
         """The answer from candidates already ranked best first (None when empty): the best one,

@@ -59,7 +59,7 @@ class RagSettings:
     # carried over by the seed.
     grounding_overlap: float = bounded(0.231, 0.0, 1.0)
     grounding_similarity: float = bounded(0.794, -1.0, 1.0)
-    # Answerability gate after the floors (rag/gate.py; fitted by scripts/fit_answering.py).
+    # Answerability gate after the floors (rag/answer/gate.py; fitted by scripts/fit_answering.py).
     use_gate: bool = True
     # The readers feeding the gate's reader models: the English one (rag/reader.py, issue 31) and
     # the multilingual student for hi/gu/te (rag/student_reader.py, issue 32); without them

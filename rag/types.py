@@ -249,6 +249,84 @@ class _OpenStage:
     detail: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """The previous turn of a conversation (issue 44), as the chat layer keeps it:
+    ``question`` the earlier question as it was searched (``Result.searched or Result.query``),
+    ``lang`` its language ("" when unknown), ``passage_ids`` the passages its reply cited (best
+    first; empty when it was refused), ``answer`` the answer text shown ("" when refused)."""
+
+    question: str
+    lang: str = ""
+    passage_ids: tuple[str, ...] = ()
+    answer: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class FollowUpReading:
+    """How the pipeline read a message that came after a previous turn (issue 44):
+    ``is_followup`` whether it leaned on that turn (the context was used), ``searched`` the
+    search it was read as when used ("" otherwise), ``detail`` why, for /why and the log."""
+
+    is_followup: bool
+    searched: str = ""
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class LanguageBasis:
+    """How a question's language was decided and what was searched for it, decided once by
+    :func:`rag.language.read_language` and carried on the result, so no later layer works it
+    out again.
+
+    ``lang`` the question's language; ``source`` what decided it: ``explicit`` (the chat's
+    ``/lang`` or ``--lang``), ``speech-to-text`` (Sarvam's language code of a voice note) or
+    ``script`` (the letters of the text, :func:`rag.language.detect_language`); ``script`` the
+    language the text's letters are in (:func:`rag.language.script_language`; None: no letters
+    of the four scripts); ``read_as`` the Devanagari that Hindi typed in Latin letters spells
+    (:mod:`rag.romanized`; ``""`` for any other question); ``searched`` the text searched when
+    it differs from the question (that reading, spoken fillers removed), else ``""``;
+    ``fillers_removed`` whether spoken fillers were taken out; ``tied`` the Indic scripts that
+    tie for most words (:func:`rag.language.script_tie`; the question is then refused)."""
+
+    lang: str
+    source: str
+    script: str | None
+    read_as: str = ""
+    searched: str = ""
+    fillers_removed: bool = False
+    tied: tuple[str, ...] = ()
+
+    @property
+    def is_latin_hindi(self) -> bool:
+        """The question is Hindi typed in Latin letters."""
+        return bool(self.read_as)
+
+    @property
+    def is_determined(self) -> bool:
+        """Something decided the language: ``/lang``, speech-to-text or the letters of one of
+        the four scripts; not so for emoji, digits or another script, whose ``en`` is only the
+        pipeline's default."""
+        return self.source != "script" or self.script is not None
+
+    def replies_in_latin(self, reply_lang: str) -> bool:
+        """Whether a text reply in ``reply_lang`` is best spelled in Latin letters: the
+        question was Hindi typed in Latin letters and the reply is Hindi too."""
+        return reply_lang == "hi" and self.is_latin_hindi
+
+    def describe(self) -> str:
+        """The ``language`` stage's detail, e.g. ``script; Hindi in Latin letters, read as: …;
+        fillers removed: …``."""
+        how = self.source
+        if self.tied:
+            how += f"; scripts tie ({', '.join(self.tied)}): not broken towards one"
+        if self.read_as:
+            how += f"; Hindi in Latin letters, read as: {self.read_as}"
+        if self.fillers_removed:
+            how += f"; fillers removed: {self.searched}"
+        return how
+
+
 @dataclass(slots=True)
 class Result:
     """The one outcome type for a question: answered, refused or error, always with its trace.
@@ -264,7 +342,8 @@ class Result:
     with the gate's probability and thresholds (``ReasonCode.HEDGED``). ``best_passage_id`` and
     ``best_passage_score`` (its cosine) name the first hit of the search whatever the outcome,
     a refusal included (None when the search did not run or found nothing): the dashboard's
-    list of refused questions shows what came closest.
+    list of refused questions shows what came closest. ``basis`` says how the language was
+    decided (None where the language stage did not run, and for decisions stored without it).
     """
 
     status: Status
@@ -284,6 +363,8 @@ class Result:
     searched: str = ""
     best_passage_id: str | None = None
     best_passage_score: float | None = None
+    basis: LanguageBasis | None = None
+    followup: FollowUpReading | None = None
 
     @property
     def is_answered(self) -> bool:

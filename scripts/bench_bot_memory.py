@@ -48,21 +48,19 @@ def main() -> int:
     import bot.cli  # noqa: F401  (everything `python -m bot` imports)
 
     step("import bot.cli (all channels)")
+    from rag.answer import GateModels, load_readers
     from rag.encoders import load_encoder
-    from rag.gate import AnswerabilityGate
     from rag.index import PassageIndex
     from rag.pipeline import Pipeline
-    from rag.reader import load_reader
     from rag.retrieval import load_fusion
     from rag.settings import RagSettings
-    from rag.student_reader import StudentReader
 
     settings = RagSettings.from_env()
-    gate = AnswerabilityGate.load() if settings.use_gate else None
+    gate = GateModels.load() if settings.use_gate else None
     step("gate")
     read_langs = set(gate.reader_models) if settings.use_reader and gate else set()
-    reader = load_reader() if "en" in read_langs else None
-    step(f"reader ({'loaded' if reader else 'not used'})")
+    readers = load_readers(read_langs & {"en"})
+    step(f"English reader ({'loaded' if readers else 'not used'})")
     encoder = load_encoder(settings.encoder)
     step(f"encoder {settings.encoder}")
     if settings.encoder.startswith("onnx-"):
@@ -73,16 +71,14 @@ def main() -> int:
     step(f"index and BM25 ({settings.index_dir})")
     fusion = load_fusion() if settings.retrieval == "hybrid" else None
     step("fusion weights")
-    student = StudentReader(tokenizer=getattr(encoder, "tokenizer", None)) \
-        if read_langs - {"en"} else None
-    step(f"student reader ({'loaded, tokenizer shared' if student else 'not used'})")
-    pipeline = Pipeline(settings, encoder, index, gate, fusion=fusion, reader=reader,
-                        student=student)
+    students = load_readers(read_langs - {"en"}, tokenizer=getattr(encoder, "tokenizer", None))
+    step(f"student reader ({'loaded, tokenizer shared' if students else 'not used'})")
+    readers.update(students)
+    pipeline = Pipeline(settings, encoder, index, gate, fusion=fusion, readers=readers)
     step("Pipeline() (selector, tables)")
     pipeline.encode_query("warm-up")
-    for loaded in (reader, student):
-        if loaded is not None:
-            loaded.score("warm-up", ["warm-up"])
+    for reader in {id(r): r for r in readers.values()}.values():
+        reader.score("warm-up", ["warm-up"])
     step("warm-up")
     for question in ("How much does an Xbox 360 cost?", "Who is the Prime Minister of India?",
                      "छोटे खीरे में कैलोरी की मात्रा", "గద్దలు ఎంత వేగంగా ప్రయాణిస్తాయో"):

@@ -170,7 +170,7 @@ def natural_cases() -> list:
 def quality(encoders: dict, passages, n_not_in_corpus: int) -> dict:
     from evaluate import load_cases, refusal_metrics, retrieval_metrics
 
-    from rag.gate import AnswerabilityGate
+    from rag.answer import GateModels
     from rag.pipeline import Pipeline
 
     cases = load_cases(SHARED_SAMPLE.parent, n_not_in_corpus)
@@ -191,7 +191,7 @@ def quality(encoders: dict, passages, n_not_in_corpus: int) -> dict:
                             "natural_retrieval": retrieval_metrics(searcher, natural),
                             "refusal": {}}
             try:
-                pipeline = Pipeline(settings, encoder, index, AnswerabilityGate.load())
+                pipeline = Pipeline(settings, encoder, index, GateModels.load())
             except Exception as exc:  # noqa: BLE001 - the answer stages are not this bench's
                 print(f"decisions not checked: the pipeline does not load ({exc})"[:300])
                 continue

@@ -131,8 +131,8 @@ def _pipeline_worker(conn, config: str, corpus_dir: str) -> None:
     each block of questions the parent sends (a list of str) and sends back
     one row per question (stage name -> ms, plus ``core``, ``core_excl_embed``, ``status``); on
     ``None`` it sends its totals and exits."""
+    from rag.answer import GateModels
     from rag.encoders import load_encoder
-    from rag.gate import AnswerabilityGate
     from rag.pipeline import Pipeline
     from rag.retrieval import load_fusion
 
@@ -149,7 +149,7 @@ def _pipeline_worker(conn, config: str, corpus_dir: str) -> None:
         del data
         settings = RagSettings(index_dir=Path(tmp), encoder=encoder_spec)
         pipeline = Pipeline(
-            settings, encoder, PassageIndex.load(Path(tmp), encoder.name), AnswerabilityGate.load(),
+            settings, encoder, PassageIndex.load(Path(tmp), encoder.name), GateModels.load(),
             fusion=load_fusion() if "hybrid" in extras else None,
         )
         conn.send("ready")

@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     report["n_passages"] = len(pipeline.index)
     print(f"encoder {report['encoder']}, {report['n_passages']} passages\n")
     print_report(report)
-    if pipeline.gate is not None:
+    if pipeline.answers.gate is not None:
         print("\nfloors alone, same run:")
         print_refusals(report["refusal_floors"])
         print(

@@ -34,7 +34,6 @@ from hypothesis import settings as hypothesis_settings
 
 from rag.corpus import corpus_hash, read_passages
 from rag.encoders import load_encoder
-from rag.gate import AnswerabilityGate
 from rag.index import INDEX_VERSION, PassageIndex
 from rag.pipeline import Pipeline
 from rag.retrieval import load_fusion
@@ -195,19 +194,14 @@ def pipeline(settings, encoder, sample_index) -> Pipeline:
     fitted answerability gate and, where it has reader models, the English reader (its files
     from the wheel if missing) and the multilingual student (built by ``python -m ragtools
     build-encoder``, as ``.ci/run`` does before the tests)."""
-    gate = AnswerabilityGate.load()
-    reader = student = None
+    from rag.answer import GateModels, load_readers
+    from ragtools.reader_files import ensure_reader_files
+
+    gate = GateModels.load()
     if "en" in gate.reader_models:
-        from rag.reader import load_reader
-        from ragtools.reader_files import ensure_reader_files
-
-        reader = load_reader(ensure_reader_files())
-    if set(gate.reader_models) - {"en"}:
-        from rag.student_reader import StudentReader
-
-        student = StudentReader(tokenizer=getattr(encoder, "tokenizer", None))
-    return Pipeline(settings, encoder, sample_index, gate, fusion=load_fusion(), reader=reader,
-                    student=student)
+        ensure_reader_files()
+    readers = load_readers(gate.reader_models, tokenizer=getattr(encoder, "tokenizer", None))
+    return Pipeline(settings, encoder, sample_index, gate, fusion=load_fusion(), readers=readers)
 
 
 @pytest.fixture(scope="session")

@@ -6,20 +6,22 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import rag
-from rag.errors import ModelFileError
-from rag.gate import (
+from rag.answer import (
     FEATURES,
     MODEL_PATH,
-    AnswerabilityGate,
     GateFeatures,
+    GateModels,
+    LogisticModel,
     QuestionStyle,
     gate_features,
     question_style,
 )
-from rag.pipeline import Prepared
+from rag.errors import ModelFileError
+from rag.prepared import Prepared
 from rag.selection import AnswerSelector
 from rag.text import content_tokens, coverage
 from rag.types import Hit, Status, Trace
@@ -29,6 +31,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _passage(sample_passages, pid):
     return next(p for p in sample_passages if p.id == pid)
+
+
+def features_of(pipeline, prepared: Prepared, embed_answer: bool = True) -> GateFeatures:
+    """The gate's signals of a prepared question, the shown answer embedded when asked."""
+    cosine = pipeline.answers.answer_cosine(prepared.vector, prepared.selection) \
+        if embed_answer else None
+    return gate_features(prepared.hits, prepared.selection, prepared.relevance.floor, cosine,
+                         prepared.style)
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +63,9 @@ def test_coverage_matches_hindi_inflections(sample_passages):
 def test_floor_distance_and_a_missing_number(pipeline, sample_passages, xbox):
     hits = [Hit(xbox, 0.94, 0.94), Hit(_passage(sample_passages, "en-233826-0"), 0.88, 0.88)]
     in_language = lambda hit: hit.passage  # noqa: E731
-    with_number = pipeline.selector.select("how much does an xbox 360 cost", "en", hits,
-                                           in_language, pipeline.idf)
+    answers = pipeline.answers
+    with_number = answers.selector.select("how much does an xbox 360 cost", "en", hits,
+                                          in_language, answers.idf)
     f = gate_features(hits, with_number, 0.84, 0.9)
     assert f.top_score == pytest.approx(0.94) and f.over_floor == pytest.approx(0.10)
     assert f.kind_missing == 0.0  # the chosen sentence states a price
@@ -64,15 +75,15 @@ def test_floor_distance_and_a_missing_number(pipeline, sample_passages, xbox):
         with_number.best.probability - with_number.runner_up.probability)
     no_number = [Hit(_passage(sample_passages, "en-5301-5"), 0.9, 0.9)]
     assert not any(ch.isdigit() for ch in no_number[0].passage.text)
-    selected = pipeline.selector.select("how much does it cost", "en", no_number, in_language,
-                                        pipeline.idf)
+    selected = answers.selector.select("how much does it cost", "en", no_number, in_language,
+                                       answers.idf)
     assert gate_features(no_number, selected, 0.84, 0.9).kind_missing == 1.0
 
 
 def test_features_of_a_real_question_come_from_its_selected_answer(pipeline):
     prepared = pipeline.prepare("How much does an Xbox 360 cost?", None, None, Trace())
     assert isinstance(prepared, Prepared)
-    features = pipeline.gate_features(prepared)
+    features = features_of(pipeline, prepared)
     top = prepared.hits[0]
     assert features.top_score == pytest.approx(top.score)
     assert features.over_floor == pytest.approx(top.score - 0.840)
@@ -103,7 +114,7 @@ def test_prepared_style_is_what_the_fit_computes_and_reaches_the_gate(pipeline, 
     detail = prepared.trace.get("language").detail
     assert prepared.style.romanized == float("Hindi in Latin letters" in detail)
     assert prepared.style.has_filler == float("fillers removed" in detail)
-    features = pipeline.gate_features(prepared, embed_answer=False)
+    features = features_of(pipeline, prepared, embed_answer=False)
     assert (features.latin_share, features.romanized, features.has_filler) == (
         prepared.style.latin_share, prepared.style.romanized, prepared.style.has_filler)
 
@@ -115,9 +126,9 @@ def test_answer_cosine_is_higher_for_the_answer_than_for_an_unrelated_sentence(p
     assert isinstance(prepared, Prepared)
     unrelated = replace(prepared.selection, text="Tantra Fitness is a gym at 314 Water Street "
                         "in Vancouver with classes every morning.")
-    assert pipeline.answer_cosine(prepared.vector, prepared.selection) > \
-        pipeline.answer_cosine(prepared.vector, unrelated) + 0.02
-    assert pipeline.answer_cosine(prepared.vector, None) == 0.0
+    cosine = pipeline.answers.answer_cosine
+    assert cosine(prepared.vector, prepared.selection) > cosine(prepared.vector, unrelated) + 0.02
+    assert cosine(prepared.vector, None) == 0.0
 
 
 def test_gate_keeps_the_xbox_question_and_shows_its_inputs(pipeline):
@@ -137,29 +148,29 @@ def test_the_screen_decides_alone_only_when_sure_else_the_answer_is_embedded(
     sure, the shown answer is embedded once and the full gate decides on all eight signals.
     Without the English reader: with it, English questions skip the screen (its model needs the
     answer's cosine and the reader's scores)."""
-    monkeypatch.setattr(pipeline, "reader", None)
+    answers = pipeline.answers
+    monkeypatch.setattr(answers, "readers", {})
     embedded: list[list[str]] = []
     encode = pipeline.encode_passages
     monkeypatch.setattr(pipeline, "encode_passages",
                         lambda texts: embedded.append(texts) or encode(texts))
-    monkeypatch.setattr(pipeline, "gate", replace(pipeline.gate, screen_band=0.0))
+    monkeypatch.setattr(answers, "gate", replace(answers.gate, screen_band=0.0))
     screened = pipeline.ask(query).trace.get("answerability_gate")
     assert embedded == []
     assert "(screen alone)" in screened.detail
     assert "answer_cosine not computed" in screened.detail
     unembedded = GateFeatures(0.9, 0.06, 0.5, 0.5, 0.0, 0.1, 0.8, answer_cosine=None)
-    with pytest.raises(ValueError, match="needs answer_cosine"):
-        pipeline.gate.decide(unembedded, "en")
+    never_sure = replace(answers.gate, screen_band=1.0)
+    assert never_sure.verdict(unembedded, "en") is None  # embed the answer, then ask again
 
-    never_sure = replace(pipeline.gate, screen_band=1.0)
-    monkeypatch.setattr(pipeline, "gate", never_sure)
+    monkeypatch.setattr(answers, "gate", never_sure)
     result = pipeline.ask(query)
     assert len(embedded) == 1
     full = result.trace.get("answerability_gate")
-    monkeypatch.setattr(pipeline, "gate", None)  # the selection alone, for the expected verdict
+    monkeypatch.setattr(answers, "gate", None)  # the selection alone, for the expected verdict
     prepared = pipeline.prepare(query, None, None, Trace())
     assert embedded[0] == [prepared.selection.text]
-    verdict = never_sure.decide(pipeline.gate_features(prepared), prepared.lang)
+    verdict = never_sure.verdict(features_of(pipeline, prepared), prepared.lang)
     assert full.detail == verdict.detail and "screen" not in full.detail
     assert full.decision == ("passed" if verdict.is_answerable else "refused")
 
@@ -189,7 +200,7 @@ def test_gate_model_with_other_features_is_rejected(tmp_path):
     bad = tmp_path / "gate.json"
     bad.write_text(json.dumps(data))
     with pytest.raises(ModelFileError, match="fitted for features.*rerun python3 scripts/fit"):
-        AnswerabilityGate.load(bad)
+        GateModels.load(bad)
 
 
 @pytest.mark.parametrize(("change", "message"), [
@@ -213,7 +224,7 @@ def test_gate_model_shaped_otherwise_is_rejected_at_load_naming_the_model(tmp_pa
     bad = tmp_path / "gate.json"
     bad.write_text(json.dumps(data))
     with pytest.raises(ModelFileError, match=message) as err:
-        AnswerabilityGate.load(bad)
+        GateModels.load(bad)
     assert str(bad) in str(err.value) and "rerun python3 scripts/fit_answering.py" in str(err.value)
 
 
@@ -227,7 +238,7 @@ def test_missing_or_broken_model_files_are_named(tmp_path, content, message):
     path = tmp_path / "model.json"
     if content is not None:
         path.write_text(content)
-    for load in (AnswerabilityGate.load, AnswerSelector.load):
+    for load in (GateModels.load, AnswerSelector.load):
         with pytest.raises(ModelFileError, match=message) as err:
             load(path)
         assert str(path) in str(err.value)
@@ -270,29 +281,30 @@ def test_the_shipped_screen_agrees_with_the_full_gate_on_natural_questions(pipel
     natural = [json.loads(line) for line in
                (Path(rag.__file__).parents[1] / "eval" / "natural_questions.jsonl")
                .open(encoding="utf-8") if line.strip()][::3]
-    gate = pipeline.gate
-    monkeypatch.setattr(pipeline, "gate", None)  # selection only; both verdicts taken below
+    gate = pipeline.answers.gate
+    full_gate = replace(gate, screen_band=1.0)  # never sure: the full gate decides
+    monkeypatch.setattr(pipeline.answers, "gate", None)  # selection only; verdicts below
     screened = disagreements = reached = 0
     for row in natural:
         prepared = pipeline.prepare(row["question"], None, None, Trace())
         if not isinstance(prepared, Prepared):
             continue  # refused by the floor
         reached += 1
-        features = pipeline.gate_features(prepared)
-        quick = gate.screen_decide(replace(features, answer_cosine=None), prepared.lang)
+        features = features_of(pipeline, prepared)
+        quick = gate.verdict(replace(features, answer_cosine=None), prepared.lang)
         if quick is not None:
             screened += 1
-            disagreements += quick.is_answerable != gate.decide(features,
-                                                                prepared.lang).is_answerable
+            disagreements += quick.is_answerable != full_gate.verdict(
+                features, prepared.lang).is_answerable
     assert reached > 100
     assert 0.1 < screened / reached < 0.95
     assert disagreements <= 0.03 * screened
 
 
-def _constant_model(probability: float, threshold: float, n: int) -> dict:
+def _constant_model(probability: float, threshold: float, n: int) -> LogisticModel:
     """A logistic model over ``n`` signals that ignores them: p = ``probability`` always."""
-    return {"mean": [0.0] * n, "scale": [1.0] * n, "coef": [0.0] * n,
-            "intercept": math.log(probability / (1 - probability)), "threshold": threshold}
+    return LogisticModel(np.zeros(n), np.ones(n), np.zeros(n),
+                         math.log(probability / (1 - probability)), threshold)
 
 
 @pytest.mark.parametrize(("probability", "expected"), [
@@ -304,10 +316,10 @@ def _constant_model(probability: float, threshold: float, n: int) -> dict:
 ])
 def test_screen_decides_alone_only_outside_its_band(probability, expected):
     n = len(FEATURES) - 1
-    gate = AnswerabilityGate({"all": _constant_model(0.5, 0.5, n + 1)},
-                             {"all": _constant_model(probability, 0.5, n)}, screen_band=0.2)
+    gate = GateModels({"all": _constant_model(0.5, 0.5, n + 1)},
+                      {"all": _constant_model(probability, 0.5, n)}, screen_band=0.2)
     features = GateFeatures(0.9, 0.06, 0.5, 0.5, 0.0, 0.1, 0.8, answer_cosine=None)
-    verdict = gate.screen_decide(features, "hi")
+    verdict = gate.verdict(features, "hi")
     if expected is None:
         assert verdict is None
     else:
@@ -319,13 +331,12 @@ def test_screen_uses_the_language_threshold_and_a_nan_is_never_sure():
     n = len(FEATURES) - 1
     screen = {"all": _constant_model(0.8, 0.5, n), "en": _constant_model(0.8, 0.7, n)}
     models = {k: _constant_model(0.5, 0.5, n + 1) for k in screen}
-    gate = AnswerabilityGate(models, screen, screen_band=0.2)
+    gate = GateModels(models, screen, screen_band=0.2)
     features = GateFeatures(0.9, 0.06, 0.5, 0.5, 0.0, 0.1, 0.8, answer_cosine=None)
-    assert gate.screen_decide(features, "gu").is_answerable  # pooled: 0.8 vs 0.5, sure
-    assert gate.screen_decide(features, "en") is None         # en: 0.8 vs 0.7, unsure
-    screen["all"]["coef"] = [1.0] * n                         # now it reads the signals
+    assert gate.verdict(features, "gu").is_answerable  # pooled: 0.8 vs 0.5, sure
+    assert gate.verdict(features, "en") is None         # en: 0.8 vs 0.7, unsure
     nan = replace(features, top_score=float("nan"))
-    assert gate.screen_decide(nan, "gu") is None
-    models["all"]["coef"] = [1.0] * (n + 1)
+    with pytest.raises(ValueError, match="not all finite"):  # not refused without a word
+        gate.verdict(nan, "gu")
     with pytest.raises(ValueError, match="not all finite"):
-        gate.decide(replace(nan, answer_cosine=0.9), "gu")
+        gate.verdict(replace(nan, answer_cosine=0.9), "gu")

@@ -19,15 +19,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from bot.chat.render import PLAIN, render_result_text, render_trace
 from bot.chat.voice_reply import speech_for
 from bot.dashboard import DashboardSettings, create_app
+from rag.answer import MODEL_PATH, GateFeatures, GateModels, LogisticModel, reader_signals
+from rag.answer.gate import pick_order
 from rag.errors import ModelFileError, ReaderUnavailableError
-from rag.gate import MODEL_PATH, AnswerabilityGate, GateFeatures, verdict_of
-from rag.reader import (
-    MARKER_FILE,
-    READER_FILES,
-    CrossEncoderReader,
-    reader_problem,
-    reader_signals,
-)
+from rag.reader import MARKER_FILE, READER_FILES, CrossEncoderReader, reader_problem
 from rag.types import Citation, Reason, ReasonCode, Result, Status, Trace
 from storage.db import Database
 
@@ -57,28 +52,36 @@ FEATURES = GateFeatures(0.9, 0.05, 0.8, 0.5, 0.0, 0.2, 0.6, 0.9)
 # ------------------------------------------------------------------- the gate's verdict
 
 
+def _gate_at(probability: float, threshold: float, hedge: float | None) -> GateModels:
+    """A gate whose full model gives ``probability`` whatever the signals (never screened)."""
+    n = len(FEATURES.vector())
+    model = LogisticModel(np.zeros(n), np.ones(n), np.zeros(n),
+                          float(np.log(probability / (1 - probability))), threshold, hedge)
+    screen = replace(model, mean=np.zeros(n - 1), scale=np.ones(n - 1), coef=np.zeros(n - 1))
+    return GateModels({"all": model}, {"all": screen}, screen_band=1.0)
+
+
 def test_a_probability_between_the_hedge_and_confident_thresholds_is_hedged():
-    model = {"threshold": 0.7, "hedge_threshold": 0.4}
-    assert verdict_of(model, 0.75, FEATURES).decision == "passed"
-    hedged = verdict_of(model, 0.5, FEATURES)
+    assert _gate_at(0.75, 0.7, 0.4).verdict(FEATURES, "en").decision == "passed"
+    hedged = _gate_at(0.5, 0.7, 0.4).verdict(FEATURES, "en")
     assert hedged.is_hedged and not hedged.is_answerable and hedged.decision == "hedged"
     assert ">= hedge threshold 0.400" in hedged.detail
-    assert verdict_of(model, 0.39, FEATURES).decision == "refused"
+    assert _gate_at(0.39, 0.7, 0.4).verdict(FEATURES, "en").decision == "refused"
     # no hedge threshold: nothing is hedged (the behaviour before issue 31)
-    assert verdict_of({"threshold": 0.7}, 0.5, FEATURES).decision == "refused"
+    assert _gate_at(0.5, 0.7, None).verdict(FEATURES, "en").decision == "refused"
 
 
 def test_the_screen_does_not_decide_alone_near_the_hedge_threshold():
-    gate = AnswerabilityGate.load()
+    gate = GateModels.load()
     lang = "hi"
-    screen = dict(gate.screen[lang])
-    p = 1 / (1 + np.exp(-(((FEATURES.vector()[:-1] - screen["mean"]) / screen["scale"])
-                          @ screen["coef"] + screen["intercept"])))
-    near = {**screen, "threshold": min(1.0, p + 0.5), "hedge_threshold": p - 0.01}
-    far = {**near, "hedge_threshold": max(0.0, p - 0.4)}
-    assert replace(gate, screen={**gate.screen, lang: near}).screen_decide(FEATURES, lang) is None
-    verdict = replace(gate, screen={**gate.screen, lang: far}).screen_decide(FEATURES, lang)
-    assert verdict is not None and verdict.is_hedged
+    screen = gate.screen[lang]
+    p = float(screen.probability(FEATURES.vector()[:-1])[0])
+    near = replace(screen, threshold=min(1.0, p + 0.5), hedge_threshold=p - 0.01)
+    far = replace(near, hedge_threshold=max(0.0, p - 0.4))
+    unembedded = replace(FEATURES, answer_cosine=None)
+    assert replace(gate, screen={**gate.screen, lang: near}).verdict(unembedded, lang) is None
+    verdict = replace(gate, screen={**gate.screen, lang: far}).verdict(unembedded, lang)
+    assert verdict is not None and verdict.screened and verdict.is_hedged
 
 
 def test_a_gate_file_with_a_hedge_threshold_above_its_threshold_stops_start_up(tmp_path):
@@ -87,12 +90,10 @@ def test_a_gate_file_with_a_hedge_threshold_above_its_threshold_stops_start_up(t
     path = tmp_path / "gate_model.json"
     path.write_text(json.dumps(data), encoding="utf-8")
     with pytest.raises(ModelFileError, match="hedge_threshold.*fit_answering"):
-        AnswerabilityGate.load(path)
+        GateModels.load(path)
 
 
 def test_the_pick_weighs_the_selectors_and_the_readers_logits():
-    from rag.reader import pick_order
-
     probabilities, scores = [0.9, 0.5, 0.2], [-3.0, 5.0, 6.0]
     # combined: ln(9) - 3 = -0.80, 0 + 5 = 5.00, ln(0.25) + 6 = 4.61
     assert pick_order(probabilities, scores, [1.0, 1.0]) == [1, 2, 0]
@@ -109,7 +110,7 @@ def test_a_gate_file_with_malformed_pick_weights_stops_start_up(tmp_path):
     path.write_text(json.dumps(data), encoding="utf-8")
     with pytest.raises(ModelFileError, match=rf"reader_models\['{lang}'\]\['pick'\] is not a "
                                              r"list of 2 numbers.*fit_answering"):
-        AnswerabilityGate.load(path)
+        GateModels.load(path)
 
 
 def test_reader_signals_name_the_pick_the_best_and_whether_they_agree():
@@ -181,7 +182,7 @@ async def test_the_decision_log_dashboard_and_metrics_show_hedged(tmp_path):
 
 
 def test_the_hedge_threshold_stops_where_the_band_holds_the_fact_less_than_half_the_time():
-    from fit_answering import choose_hedge
+    from operating_points import choose_hedge
 
     # natural questions by probability: right above 0.4, mostly wrong below 0.3
     p = np.round(np.linspace(0.05, 0.69, 65), 2)
@@ -204,7 +205,8 @@ def test_the_hedge_threshold_stops_where_the_band_holds_the_fact_less_than_half_
 def test_the_style_report_follows_each_answer_from_the_floor_to_the_gate():
     from types import SimpleNamespace
 
-    from fit_answering import Item, style_report
+    from answering_report import style_report
+    from fit_answering import Item
 
     def selection(*texts):
         ranked = [SimpleNamespace(text=t) for t in texts]
@@ -262,7 +264,7 @@ def test_a_missing_or_altered_reader_file_stops_start_up_naming_the_command(tmp_
 def test_the_bot_stops_with_one_line_when_the_reader_is_missing(tmp_path, monkeypatch, capsys):
     from bot.cli import main as bot_main
 
-    if not AnswerabilityGate.load().reader_models:
+    if not GateModels.load().reader_models:
         pytest.skip("the shipped gate has no reader model")
     # the reader is checked before the encoder and the index are loaded (Pipeline.from_settings)
     monkeypatch.setenv("VOICE_RAG_READER_DIR", str(tmp_path / "no-reader"))

@@ -195,3 +195,29 @@ def test_front_ends_do_not_import_each_other(modules):
     assert offences == []
     assert {"bot.chat.questions", "bot.telegram.app", "bot.whatsapp.app",
             "bot.terminal.console", "bot.web.app"} <= set(modules)
+
+
+ANSWER_STAGE = "rag.answer"
+"""The answer decision's one home (issue 41): selection, reading and the gate."""
+ANSWER_STAGE_USERS = ("rag.pipeline", "rag.prepared", "rag.generative", "rag.answering")
+"""The rag modules above the answer stage, which may use it."""
+
+
+def test_the_answer_stage_is_built_on_rag_and_nothing_in_rag_below_it_imports_it(modules):
+    """``rag.answer`` builds on the modules below it (selection, the readers, types, text): none
+    of those imports it back, and it imports nothing above it (the pipeline). In ``rag``, only
+    the modules above it use it."""
+    assert {f"{ANSWER_STAGE}.gate", f"{ANSWER_STAGE}.stage", f"{ANSWER_STAGE}.readers",
+            f"{ANSWER_STAGE}.signals"} <= set(modules)
+    offences = []
+    for name, path in modules.items():
+        if not _is_under(name, "rag"):
+            continue
+        raw = imported_names(path.read_text(encoding="utf-8"), name, path.name == "__init__.py")
+        if _is_under(name, ANSWER_STAGE):
+            offences += [f"{name} imports {imported}" for imported in sorted(raw)
+                         if any(_is_under(imported, user) for user in ANSWER_STAGE_USERS)]
+        elif name not in ANSWER_STAGE_USERS:
+            offences += [f"{name} imports {imported}" for imported in sorted(raw)
+                         if _is_under(imported, ANSWER_STAGE)]
+    assert offences == []

@@ -88,7 +88,7 @@ def test_the_readme_demo_is_answered_from_the_sentence_that_states_the_calories(
 def test_answer_can_come_from_a_passage_below_the_top_hit(pipeline, question, span):
     # dense retrieval, where these passages rank below the top hit (hybrid ranks the English
     # one first); selection reads all five hits either way
-    dense = Pipeline(pipeline.settings, pipeline.encoder, pipeline.index, pipeline.gate)
+    dense = Pipeline(pipeline.settings, pipeline.encoder, pipeline.index, pipeline.answers.gate)
     result = dense.ask(question)
     assert result.status is Status.ANSWERED, result.message
     assert span in result.answer
@@ -156,9 +156,9 @@ def test_selection_reads_a_hit_in_the_questions_language(pipeline, sample_passag
     by_id = {p.id: p for p in sample_passages}
     en = by_id["en-233826-0"]
     hits = [Hit(en, 0.9, 0.9)]
-    selection = pipeline.selector.select(
+    selection = pipeline.answers.selector.select(
         "గద్దలు ఎంత వేగంగా ఎగురుతాయి?", "te", hits,
-        lambda hit: pipeline.in_language(hit, "te"), pipeline.idf)
+        lambda hit: pipeline.in_language(hit, "te"), pipeline.answers.idf)
     assert selection.best.source.id == "te-233826-0"
     assert selection.best.hit.passage.id == "en-233826-0"
     assert "via sibling of en-233826-0" in selection.detail
@@ -193,7 +193,8 @@ def pinned_outcome(case: dict, by_id: dict, idf: Idf, selector: AnswerSelector,
     """What ``selector`` and ``gate`` make of one case of :data:`PINNED` (its ``query``, ``lang``,
     ``hits`` as [passage id, cosine] and ``read``: ``own`` passage or ``sibling`` translation
     in the question's language where the corpus has it)."""
-    from rag.gate import gate_features
+    from rag.answer import gate_features
+    from rag.answer.signals import SCREEN_FEATURES
     from rag.selection import candidate_features
 
     lang = case["lang"]
@@ -207,22 +208,24 @@ def pinned_outcome(case: dict, by_id: dict, idf: Idf, selector: AnswerSelector,
     ranked = selector.score(candidate_features(case["query"], lang, hits, in_language, idf))
     selection = selector.compose(case["query"], ranked)
     features = gate_features(hits, selection, 0.84, 0.9)
-    screen = gate.screen_decide(features, lang)  # None: not sure enough alone
+    screen = gate.screen_model(lang)
+    p_screen = screen.probability(features.vector(SCREEN_FEATURES))
     return {
         "probabilities": [c.probability for c in ranked],
         "top_features": [[float(x) for x in c.features] for c in ranked[:3]],
         "answer": selection.text,
-        "screen": None if screen is None else screen.probability,
-        "gate": gate.decide(features, lang).probability,
+        "screen": float(p_screen[0]) if screen.is_screened(p_screen, gate.screen_band)[0]
+        else None,  # None: not sure enough alone
+        "gate": float(gate.gate_model(lang).probability(features.vector())[0]),
     }
 
 
 def test_scores_of_real_candidates_are_those_pinned_before_named_features(sample_passages):
-    from rag.gate import AnswerabilityGate
+    from rag.answer import GateModels
 
     data = json.loads(PINNED.read_text(encoding="utf-8"))
     by_id = {p.id: p for p in sample_passages}
-    idf, selector, gate = Idf(sample_passages), AnswerSelector.load(), AnswerabilityGate.load()
+    idf, selector, gate = Idf(sample_passages), AnswerSelector.load(), GateModels.load()
     for case in data["cases"]:
         got = pinned_outcome(case, by_id, idf, selector, gate)
         want = case["expected"]

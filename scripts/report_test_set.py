@@ -1,8 +1,8 @@
 """The shipped pipeline on the test set, once, beside the pipeline of an earlier checkout.
 
-    python scripts/test_report.py                          # this checkout and b91396e
-    python scripts/test_report.py --questions eval/training/*.jsonl --no-offcorpus
-    python scripts/test_report.py --json docs/test_report.json --plot docs/img/test_set.png
+    python scripts/report_test_set.py                          # this checkout and b91396e
+    python scripts/report_test_set.py --questions eval/training/*.jsonl --no-offcorpus
+    python scripts/report_test_set.py --json docs/test_report.json --plot docs/img/test_set.png
 
 The test set is ``eval/natural_questions.jsonl`` (typed) and ``eval/test_as_spoken.jsonl`` (the
 same questions as speech-to-text writes them, and Hindi in Latin letters), plus the shared
