@@ -249,6 +249,30 @@ class _OpenStage:
     detail: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """The previous turn of a conversation (issue 44), as the chat layer keeps it:
+    ``question`` the earlier question as it was searched (``Result.searched or Result.query``),
+    ``lang`` its language ("" when unknown), ``passage_ids`` the passages its reply cited (best
+    first; empty when it was refused), ``answer`` the answer text shown ("" when refused)."""
+
+    question: str
+    lang: str = ""
+    passage_ids: tuple[str, ...] = ()
+    answer: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class FollowUpReading:
+    """How the pipeline read a message that came after a previous turn (issue 44):
+    ``is_followup`` whether it leaned on that turn (the context was used), ``searched`` the
+    search it was read as when used ("" otherwise), ``detail`` why, for /why and the log."""
+
+    is_followup: bool
+    searched: str = ""
+    detail: str = ""
+
+
 @dataclass(slots=True)
 class Result:
     """The one outcome type for a question: answered, refused or error, always with its trace.
@@ -264,7 +288,10 @@ class Result:
     with the gate's probability and thresholds (``ReasonCode.HEDGED``). ``best_passage_id`` and
     ``best_passage_score`` (its cosine) name the first hit of the search whatever the outcome,
     a refusal included (None when the search did not run or found nothing): the dashboard's
-    list of refused questions shows what came closest.
+    list of refused questions shows what came closest. ``followup`` is how the message was read
+    when it came after a previous turn (``Pipeline.ask(..., after=...)``, issue 44): whether it
+    leaned on that turn and what it was searched as; None when it was read with no turn before
+    it.
     """
 
     status: Status
@@ -284,6 +311,7 @@ class Result:
     searched: str = ""
     best_passage_id: str | None = None
     best_passage_score: float | None = None
+    followup: FollowUpReading | None = None
 
     @property
     def is_answered(self) -> bool:
