@@ -140,6 +140,17 @@ def test_repeat_filter_keys_on_words_and_forgets_after_the_window():
     assert repeats.check(1, 14, "what is x", now_s=41) is None
 
 
+def test_repeat_filter_repeats_only_the_chats_last_question_and_forget_chat_clears_it():
+    """Issue 44: the same short follow-up after another question is a new question."""
+    repeats = RepeatFilter(window_s=30)
+    assert repeats.check(1, 10, "and a big one?", now_s=0) is None
+    assert repeats.check(1, 11, "How much is a melon?", now_s=1) is None
+    assert repeats.check(1, 12, "and a big one?", now_s=2) is None  # a question in between
+    assert repeats.check(1, 13, "And a big one", now_s=3).n_repeat == 1
+    repeats.forget_chat(1)
+    assert repeats.check(1, 14, "and a big one?", now_s=4) is None
+
+
 # --------------------------------------------------------------------------------- forwards
 
 async def test_forwarded_voice_note_is_recorded_as_forwarded(bot, tg, sarvam, bot_settings):
