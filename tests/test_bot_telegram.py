@@ -822,3 +822,21 @@ async def test_a_follow_up_is_answered_from_the_previous_topic_until_new_or_expi
     [expired] = await replies(tg)
     assert expired.startswith("I could not find this in my sources"), expired
     assert (await last_decision(bot_settings)).result.followup is None
+
+
+async def test_a_spoken_follow_up_in_hindi_is_answered_from_the_typed_questions_topic(
+        bot, tg, sarvam, bot_settings):
+    """A voice note after a typed question is read with it too (its transcript is the
+    message)."""
+    await tg.push_text(CHAT, CUCUMBER_HI)
+    await replies(tg)
+    sarvam.enqueue(Reply(transcript="और बड़े वाले में?", language_code="hi-IN"))
+    await tg.push_voice(CHAT, make_voice_note("और बड़े वाले में", "hi"), duration_s=2)
+    [answer] = await replies(tg)
+    assert answer.startswith("आपने कहा: और बड़े वाले में?") and "hi-59804-" in answer, answer
+    stored = await last_decision(bot_settings)
+    assert stored.source == "voice" and stored.result.followup.is_followup
+    assert stored.result.searched == "छोटे खीरे कैलोरी मात्रा बड़े वाले"
+    assert [s.name for s in stored.result.trace.stages][:4] == [
+        "voice_checks", "download", "transcode", "speech_gate"]
+    assert stored.result.trace.get("followup").decision == "used"
