@@ -212,3 +212,29 @@ def test_python_m_bot_ask_after_prints_the_followup_in_json(settings):
     out = json.loads(proc.stdout)
     assert out["query"] == "and the xbox one?" and "followup" in out
     assert (out["followup"] is None) == ("followup_unread" in proc.stderr), proc.stderr
+
+
+# ------------------------------------------------------------------ replicas (PostgreSQL)
+
+
+async def test_replicas_on_one_postgresql_database_share_each_chats_context(
+        pg_url, tmp_path, fake_settings, fake_pipeline):
+    """The question answered by one replica is what another reads the follow-up with; /new on
+    either ends it for both."""
+    settings = Settings(
+        rag=fake_settings, sarvam=SarvamSettings(), openrouter=OpenRouterSettings(),
+        telegram=TelegramSettings(), bot=BotSettings(database_url=pg_url, rate_limit_n=0,
+                                                     voice_cache_dir=tmp_path / "voices"))
+    a = await Services.open(settings, fake_pipeline)
+    b = await Services.open(settings, fake_pipeline)
+    try:
+        assert b.state.is_shared
+        await reply_to_text(a, ASKER, CUCUMBER)
+        reply = await reply_to_text(b, ASKER, BIG_ONE)
+        assert "en-59804-" in PLAIN.render(reply.messages[0])
+        assert (await last_result(a)).followup.is_followup
+        await reply_to_text(a, ASKER, "/new")
+        assert await b.db.get_chat_context(ASKER.channel, ASKER.chat_id) is None
+    finally:
+        await a.close()
+        await b.close()
