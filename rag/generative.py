@@ -32,6 +32,7 @@ import logging
 import re
 import time
 from concurrent.futures import Executor
+from functools import partial
 
 import numpy as np
 
@@ -51,7 +52,7 @@ from rag.prompt import (
     retry_messages,
 )
 from rag.text import excerpt, split_sentences, tokenize
-from rag.types import Citation, FallbackCode, Passage, Result, Status, Trace
+from rag.types import Citation, FallbackCode, Passage, Result, Status, Trace, Turn
 
 log = logging.getLogger(__name__)
 
@@ -211,13 +212,16 @@ async def ask_generative(
     *,
     max_passages: int = MAX_PASSAGES,
     executor: Executor | None = None,
+    after: Turn | str | None = None,
 ) -> Result:
     """Answer ``query`` with a generated, cited, grounded answer, else extractively, else refuse.
 
     Args:
         pipeline: retrieval, guards and the extractive fallback.
         generator: the chat model (``clients.openrouter.OpenRouterClient`` in the bot).
-        query, lang, hint_lang: as :meth:`Pipeline.ask`.
+        query, lang, hint_lang, after: as :meth:`Pipeline.ask` (``after``, the previous turn
+            of a conversation, goes to :meth:`Pipeline.prepare`, which reads the follow-up;
+            None: ``query`` is read alone).
         max_passages: top retrieved passages put in the prompt (at least 1).
         executor: runs the blocking pipeline steps (retrieval, grounding, the extractive
             fallback), as the extractive path does (the bot's ``BOT_PIPELINE_THREADS`` pool);
@@ -232,8 +236,9 @@ async def ask_generative(
     start = time.perf_counter()
     loop = asyncio.get_running_loop()
     try:
-        prepared = await loop.run_in_executor(executor, pipeline.prepare, query, lang, hint_lang,
-                                              trace)
+        with_after = {} if after is None else {"after": after}
+        prepared = await loop.run_in_executor(
+            executor, partial(pipeline.prepare, query, lang, hint_lang, trace, **with_after))
         if isinstance(prepared, Result):
             return prepared
         try:

@@ -344,6 +344,10 @@ class Result:
     a refusal included (None when the search did not run or found nothing): the dashboard's
     list of refused questions shows what came closest. ``basis`` says how the language was
     decided (None where the language stage did not run, and for decisions stored without it).
+    ``followup`` is how the message was read
+    when it came after a previous turn (``Pipeline.ask(..., after=...)``, issue 44): whether it
+    leaned on that turn and what it was searched as; None when it was read with no turn before
+    it.
     """
 
     status: Status

@@ -1,5 +1,6 @@
-"""Decisions, refusals and per-chat settings, in one SQLite file (aiosqlite, the default) or a
-PostgreSQL database (psycopg 3), through :mod:`storage.backend`.
+"""Decisions, refusals, per-chat settings and each chat's conversation context (issue 44), in
+one SQLite file (aiosqlite, the default) or a PostgreSQL database (psycopg 3), through
+:mod:`storage.backend`.
 
 Every question's ``Result`` (with its trace) is committed as soon as it is recorded, so a crash
 loses nothing already answered; a refused decision gets its ``refusals`` row in the same
@@ -8,7 +9,7 @@ block the writer.
 
 Every chat is keyed by ``(channel, chat_id)``: ``channel`` names the front end (``telegram``,
 ``whatsapp``, ``web``, ``console``: see :data:`CHANNELS`), so a WhatsApp number and a Telegram
-chat with the same numeric id never share settings, decisions or ``/why``.
+chat with the same numeric id never share settings, decisions, context or ``/why``.
 
     async with await Database.open(Path("data/bot.sqlite3")) as db:
         decision_id = await db.record_decision("telegram", chat_id, message_id, user_id,
@@ -33,11 +34,13 @@ from rag.types import (
     LANGUAGES,
     Citation,
     FallbackCode,
+    FollowUpReading,
     Reason,
     Result,
     Stage,
     Status,
     Trace,
+    Turn,
 )
 
 from .backend import DEFAULT_BUSY_TIMEOUT_MS, Backend, Tx, driver_errors, open_backend
@@ -112,6 +115,34 @@ class ChatSettings:
     mode: str = "extractive"
     updated_at: datetime | None = None
     voice: str = "auto"
+
+
+@dataclass(frozen=True, slots=True)
+class ChatContext:
+    """The conversation context of the chat ``(channel, chat_id)`` (issue 44): its last turn,
+    which a follow-up ("and a large one?") is read with.
+
+    ``question`` the last question as it was searched (``Result.searched or Result.query``),
+    ``lang`` its language, ``passage_ids`` the passages its reply cited (best first; empty
+    after a refusal), ``answer`` the answer text shown ("" after a refusal), ``at_s`` when it
+    was answered (Unix seconds), ``n_followups`` how many follow-ups in a row it has carried
+    (0: that question was read on its own). Whether it is still used (its age, its count) is
+    decided by ``bot.chat.conversation``, not here.
+    """
+
+    channel: str
+    chat_id: int
+    question: str
+    lang: str
+    passage_ids: tuple[str, ...]
+    answer: str
+    at_s: float
+    n_followups: int = 0
+
+    @property
+    def turn(self) -> Turn:
+        """What the pipeline reads a follow-up with (``Pipeline.ask(..., after=turn)``)."""
+        return Turn(self.question, self.lang, self.passage_ids, self.answer)
 
 
 class Database:
@@ -213,6 +244,8 @@ class Database:
             json.dumps(result.reason.to_dict(), ensure_ascii=False))
         code = None if result.reason is None else result.reason.code.value
         fallback = None if result.fallback is None else result.fallback.value
+        followup = None if result.followup is None else _storable(
+            json.dumps(asdict(result.followup), ensure_ascii=False))
         async with self._transaction() as conn:
             row = await conn.fetchone(
                 """
@@ -221,9 +254,9 @@ class Database:
                     query, lang, status, mode, answer, answer_lang, message,
                     top_score, floor, is_low_confidence, citations, trace,
                     total_ms, stt_ms, reply_ms, reason, fallback, searched,
-                    best_passage_id, best_passage_score
+                    best_passage_id, best_passage_score, followup
                 ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
-                          ?, ?)
+                          ?, ?, ?)
                 RETURNING id
                 """,
                 (
@@ -232,7 +265,7 @@ class Database:
                     answer_lang, message, result.top_score, result.floor,
                     int(result.is_low_confidence), citations, trace,
                     result.trace.total_ms, stt_ms, reply_ms, reason, fallback, searched,
-                    _storable(result.best_passage_id), result.best_passage_score,
+                    _storable(result.best_passage_id), result.best_passage_score, followup,
                 ),
             )
             decision_id = row[0]
@@ -348,6 +381,51 @@ class Database:
             )
         return await self.get_chat_settings(channel, chat_id)
 
+    async def get_chat_context(self, channel: str, chat_id: int) -> ChatContext | None:
+        """The chat's conversation context as last stored, however old; None when it has none
+        (never asked, or cleared by ``/new`` or a ``/lang`` change)."""
+        row = await self._fetchone(
+            "SELECT * FROM chat_context WHERE channel = ? AND chat_id = ?", (channel, chat_id))
+        if row is None:
+            return None
+        return ChatContext(
+            row["channel"], row["chat_id"], row["question"], row["lang"],
+            tuple(json.loads(row["passage_ids"])), row["answer"], row["at_s"],
+            row["n_followups"],
+        )
+
+    async def set_chat_context(self, context: ChatContext) -> None:
+        """Store ``context`` as its chat's one context, replacing the one before. Lone
+        surrogates are stored as U+FFFD. Raises ValueError for an empty channel or a negative
+        ``n_followups``; nothing is written then."""
+        _check_channel(context.channel)
+        if context.n_followups < 0:
+            raise ValueError(f"n_followups must be >= 0, got {context.n_followups}")
+        passage_ids = _storable(json.dumps(list(context.passage_ids), ensure_ascii=False))
+        question, lang, answer = (
+            _storable(t) for t in (context.question, context.lang, context.answer))
+        async with self._transaction() as conn:
+            await conn.execute(
+                """
+                INSERT INTO chat_context (channel, chat_id, question, lang, passage_ids, answer,
+                                          at_s, n_followups)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (channel, chat_id) DO UPDATE SET
+                    question = excluded.question, lang = excluded.lang,
+                    passage_ids = excluded.passage_ids, answer = excluded.answer,
+                    at_s = excluded.at_s, n_followups = excluded.n_followups
+                """,
+                (context.channel, context.chat_id, question, lang, passage_ids, answer,
+                 context.at_s, context.n_followups),
+            )
+
+    async def clear_chat_context(self, channel: str, chat_id: int) -> bool:
+        """Forget the chat's conversation context; True when there was one."""
+        async with self._transaction() as conn:
+            n_rows = await conn.execute(
+                "DELETE FROM chat_context WHERE channel = ? AND chat_id = ?", (channel, chat_id))
+        return n_rows > 0
+
     async def count_decisions(self) -> int:
         """Number of decisions stored, across all chats."""
         row = await self._fetchone("SELECT COUNT(*) FROM decisions", ())
@@ -393,6 +471,8 @@ def _decision_from_row(row: aiosqlite.Row) -> StoredDecision:
         searched=row["searched"] or "",
         best_passage_id=row["best_passage_id"],
         best_passage_score=row["best_passage_score"],
+        followup=None if row["followup"] is None
+        else FollowUpReading(**json.loads(row["followup"])),
     )
     return StoredDecision(
         id=row["id"],

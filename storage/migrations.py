@@ -432,3 +432,39 @@ async def m009_decision_best_passage(conn: Tx) -> None:
     t = sql_types(conn.dialect)
     await conn.execute("ALTER TABLE decisions ADD COLUMN best_passage_id TEXT")
     await conn.execute(f"ALTER TABLE decisions ADD COLUMN best_passage_score {t.real}")
+
+
+@migration
+async def m011_chat_context(conn: Tx) -> None:
+    """Follow-up questions (issue 44): ``chat_context``, each chat's conversation context, and
+    ``decisions.followup``.
+
+    ``chat_context`` holds one row per ``(channel, chat_id)``, in the database so replicas
+    share it and a restart keeps it (:mod:`bot.chat.conversation` decides when it is used):
+    ``question`` the last question as it was searched, its ``lang``, ``passage_ids`` the
+    passages its reply cited (a JSON list of ids, best first; ``[]`` after a refusal),
+    ``answer`` the answer text shown (``''`` after a refusal), ``at_s`` when it was answered
+    (Unix seconds) and ``n_followups``, how many follow-ups in a row the context has carried
+    (0: the question was read on its own).
+
+    ``decisions.followup`` is the pipeline's reading of a message that came after a previous
+    turn (:class:`rag.types.FollowUpReading` as JSON: ``is_followup``, ``searched``,
+    ``detail``); NULL when the message came with no context, and in older rows.
+    """
+    t = sql_types(conn.dialect)
+    await conn.execute(
+        f"""
+        CREATE TABLE chat_context (
+            channel TEXT NOT NULL,
+            chat_id {t.integer} NOT NULL,
+            question TEXT NOT NULL,
+            lang TEXT NOT NULL,
+            passage_ids TEXT NOT NULL,
+            answer TEXT NOT NULL,
+            at_s {t.real} NOT NULL,
+            n_followups {t.integer} NOT NULL DEFAULT 0 CHECK (n_followups >= 0),
+            PRIMARY KEY (channel, chat_id)
+        )
+        """
+    )
+    await conn.execute("ALTER TABLE decisions ADD COLUMN followup TEXT")

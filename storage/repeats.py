@@ -1,13 +1,15 @@
 """The repeat window in the database: the same question from the same chat within
-``window_s`` seconds is answered once, whichever replica receives each copy
-(``bot.chat.repeats.RepeatFilter`` keeps the same window in one process's memory).
+``window_s`` seconds is answered once, whichever replica receives each copy, as long as no other
+question came in between (``bot.chat.repeats.RepeatFilter`` keeps the same window in one
+process's memory, and says why).
 
 Table ``repeats`` (migration ``m007_shared_state``): one row per (chat, question key) seen
-within the window. Storage compares keys only: the caller makes them (``bot.chat.repeats.
-question_key``: the words case-folded) and names the chat (e.g. ``"telegram:42"``). Each check
-is one transaction holding the chat's lock (:meth:`storage.backend.Tx.lock`), so two replicas
-checking copies of one question at once see one new question and one repeat. Times are Unix
-seconds (wall clock; replicas' clocks must agree, NTP).
+within the window; a new question replaces its chat's other rows. Storage compares keys only:
+the caller makes them (``bot.chat.repeats.question_key``: the words case-folded) and names the
+chat (e.g. ``"telegram:42"``). Each check is one transaction holding the chat's lock
+(:meth:`storage.backend.Tx.lock`), so two replicas checking copies of one question at once see
+one new question and one repeat. Times are Unix seconds (wall clock; replicas' clocks must
+agree, NTP).
 
     repeats = RepeatStore(db, window_s=30.0)
     seen = await repeats.check("telegram:42", "42/1001/0", question_key(text))
@@ -44,9 +46,10 @@ class RepeatStore:
 
     async def check(self, chat: str, message_key: str | None, question_key: str,
                     now_s: float | None = None) -> SeenRepeat | None:
-        """None for a new question (remembered from ``now_s`` on), else the
-        :class:`SeenRepeat` it is. The same message seen again (an edit, a replay: same
-        ``message_key``) is never its own repeat; it restarts the window."""
+        """None for a new question (remembered from ``now_s`` on, in place of the chat's
+        earlier ones), else the :class:`SeenRepeat` it is: the same key as the chat's last
+        question. The same message seen again (an edit, a replay: same ``message_key``) is
+        never its own repeat; it restarts the window."""
         if self.window_s <= 0:
             return None
         now_s = self.clock() if now_s is None else now_s
@@ -58,6 +61,8 @@ class RepeatStore:
                 "SELECT message_key, at_s, n_repeats FROM repeats "
                 "WHERE chat = ? AND question_key = ?", (chat, question_key))
             if row is None or (message_key is not None and row[0] == message_key):
+                await tx.execute("DELETE FROM repeats WHERE chat = ? AND question_key <> ?",
+                                 (chat, question_key))
                 await tx.execute(
                     "INSERT INTO repeats (chat, question_key, message_key, at_s, n_repeats) "
                     "VALUES (?, ?, ?, ?, 0) ON CONFLICT (chat, question_key) DO UPDATE SET "
@@ -74,6 +79,12 @@ class RepeatStore:
         async with self.db._transaction() as tx:
             await tx.execute("DELETE FROM repeats WHERE chat = ? AND question_key = ?",
                              (chat, question_key))
+
+    async def forget_chat(self, chat: str) -> None:
+        """Forget every question of ``chat`` (``/new``: the next message is new whatever it
+        says)."""
+        async with self.db._transaction() as tx:
+            await tx.execute("DELETE FROM repeats WHERE chat = ?", (chat,))
 
     async def prune(self, now_s: float | None = None) -> int:
         """Delete every chat's questions older than the window; returns how many. Call it now

@@ -43,7 +43,12 @@ from ragtools.index_build import build_index
 from standins.openai import OpenAIStandin
 from standins.sarvam import SarvamStandin
 from standins.telegram import FakeTelegram
-from tests.fakes import HashingEncoder, fake_rag_settings, fixture_passages
+from tests.fakes import (
+    FollowUpPipeline,
+    HashingEncoder,
+    fake_rag_settings,
+    fixture_passages,
+)
 from tests.pgcluster import ThrowawayCluster, find_bindir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -231,9 +236,10 @@ def fake_pipeline(fake_settings, fake_encoder, fake_index_dir) -> Pipeline:
     grounding) over the fake index, without the answerability gate: it answers the Xbox 360,
     cucumber (hi), medical marijuana (gu) and pollution (te) questions and refuses the Prime
     Minister of India and other questions about things outside its 200 passages. Its scores
-    and the passages it picks say nothing about retrieval quality."""
+    and the passages it picks say nothing about retrieval quality. It reads follow-ups
+    (``after=``, issue 44) with :class:`tests.fakes.FollowUpPipeline`'s simple rule."""
     index = PassageIndex.load(fake_index_dir, encoder_name=fake_encoder.name)
-    return Pipeline(fake_settings, fake_encoder, index, gate=None)
+    return FollowUpPipeline(fake_settings, fake_encoder, index, gate=None)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -21,9 +22,11 @@ from clients.openrouter import OpenRouterSettings
 from clients.stt import SarvamSettings
 from clients.tts import SarvamTTSSettings
 from rag.corpus import read_passages
+from rag.language import detect_language
+from rag.pipeline import Pipeline, Prepared
 from rag.settings import RagSettings
-from rag.text import content_tokens, tokenize
-from rag.types import Passage
+from rag.text import clean_query, content_tokens, tokenize
+from rag.types import FollowUpReading, Passage, Result, Trace, Turn
 from standins.sarvam import SarvamStandin
 from standins.telegram import FakeTelegram
 
@@ -125,6 +128,102 @@ def fake_rag_settings(index_dir: Path) -> RagSettings:
     production defaults."""
     return RagSettings(floor_en=FAKE_FLOOR, floor_hi=FAKE_FLOOR, floor_gu=FAKE_FLOOR,
                        floor_te=FAKE_FLOOR, use_gate=False, index_dir=index_dir)
+
+
+FOLLOWUP_MAX_WORDS = 6
+"""Longest message (in :func:`rag.text.tokenize` words) the fake reads as a follow-up: "and a
+large one?" (4), "और बड़े वाले में?" (4); a longer message is taken as a question of its own."""
+FOLLOWUP_MARKERS: dict[str, frozenset[str]] = {
+    "en": frozenset("and also it its that this those these them they one ones what about how "
+                    "same".split()),
+    "hi": frozenset("और भी उस उसका उसकी उसके उससे उसमें इस इसका इसकी इसके इससे इसमें वो वह वाले "
+                    "वाली वाला aur bhi uska uski uske usse iska iski iske isse wala wali wale "
+                    "ka ki ke".split()),
+}
+"""Words that make a short message lean on the one before (a pronoun, "and", an ellipsis's
+"one"/"वाले"), per language; the fake reads follow-ups in English and Hindi only."""
+
+
+def read_followup(message: str, after: Turn | str, lang: str | None = None) -> FollowUpReading:
+    """The fake pipeline's follow-up reading (the real one is the lead's, in ``rag/``; issue
+    44): ``message`` leans on ``after`` when it has at most :data:`FOLLOWUP_MAX_WORDS` words,
+    one of them a marker of :data:`FOLLOWUP_MARKERS` in its language (``lang``, else its
+    script's), that language being the previous turn's (when known); it is then searched as the
+    previous question's content words followed by its own, duplicates dropped ("how many
+    calories in a small cucumber" + "and a large one?" → "calories small cucumber large").
+    Deterministic; it measures nothing about real follow-ups."""
+    turn = Turn(after) if isinstance(after, str) else after
+    words = tokenize(message)
+    msg_lang = lang or detect_language(message)
+    if turn.lang and msg_lang != turn.lang:
+        return FollowUpReading(False, detail=f"alone: asked in {msg_lang}, previous turn in "
+                                             f"{turn.lang}")
+    if len(words) > FOLLOWUP_MAX_WORDS:
+        return FollowUpReading(False, detail=f"alone: {len(words)} words > "
+                                             f"{FOLLOWUP_MAX_WORDS}")
+    markers = [w for w in words if w in FOLLOWUP_MARKERS.get(msg_lang, frozenset())]
+    topic = content_tokens(turn.question)
+    if not markers or not topic:
+        why = "no follow-up marker" if not markers else "previous question has no content word"
+        return FollowUpReading(False, detail=f"alone: {why}")
+    searched = " ".join(dict.fromkeys(topic + content_tokens(message)))
+    return FollowUpReading(True, searched, f"follow-up: {len(words)} words, marker "
+                                           f"{markers[0]!r}; previous question's words added")
+
+
+class FollowUpPipeline(Pipeline):
+    """The fake pipeline with an honest ``after`` (issue 44's contract: ``Pipeline.ask(query,
+    lang, hint_lang, after=previous)``; the real reading is the lead's): :func:`read_followup`
+    decides, recorded as a ``followup`` stage first in the trace; a follow-up is searched as
+    its reading, the result keeping the message as ``query`` and the reading as ``searched``;
+    ``Result.followup`` is set whenever ``after`` is given. :meth:`prepare` takes ``after`` too
+    (generative mode)."""
+
+    def ask(self, query: str, lang: str | None = None, hint_lang: str | None = None,
+            after: Turn | str | None = None) -> Result:
+        if after is None:
+            return super().ask(query, lang, hint_lang)
+        trace = Trace()
+        try:
+            prepared = self.prepare(query, lang, hint_lang, trace, after=after)
+            if isinstance(prepared, Result):
+                return prepared
+            return self.answer_extractive(prepared)
+        except Exception as exc:
+            return self.error_result(exc, query, lang or hint_lang, trace)
+
+    def prepare(self, query: str, lang: str | None, hint_lang: str | None, trace: Trace,
+                after: Turn | str | None = None) -> Prepared | Result:
+        if after is None:
+            return super().prepare(query, lang, hint_lang, trace)
+        with trace.timed("followup") as stage:
+            reading = read_followup(query, after, lang or hint_lang)
+            stage.decision = "used" if reading.is_followup else "alone"
+            stage.detail = reading.detail + (f": {reading.searched}" if reading.searched else "")
+        prepared = super().prepare(reading.searched or query, lang, hint_lang, trace)
+        asked = clean_query(query)
+        if isinstance(prepared, Result):
+            if reading.is_followup:
+                prepared.searched = prepared.searched or prepared.query
+                prepared.query = asked
+            prepared.followup = reading
+            return prepared
+        fields = {name: getattr(prepared, name) for name in Prepared.__dataclass_fields__}
+        if reading.is_followup:
+            fields["asked"] = asked
+        return _ReadPrepared(**fields, followup=reading)
+
+
+@dataclass(slots=True)
+class _ReadPrepared(Prepared):
+    """:class:`Prepared` whose results carry the follow-up reading."""
+
+    followup: FollowUpReading | None = None
+
+    def result(self, status, **fields) -> Result:
+        result = Prepared.result(self, status, **fields)
+        result.followup = self.followup
+        return result
 
 
 def chat_settings(rag: RagSettings, db_path: Path, sarvam: SarvamStandin,

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 from concurrent.futures import ThreadPoolExecutor
 
@@ -11,8 +12,10 @@ import pytest
 
 from rag.answering import Answerer
 from rag.errors import ServiceError
+from rag.index import PassageIndex
+from rag.pipeline import Pipeline
 from rag.prompt import Completion
-from rag.types import FallbackCode, Status
+from rag.types import FallbackCode, Status, Turn
 
 XBOX_EN = "How much does an Xbox 360 cost?"
 PASSAGE = re.compile(r'<passage id="([^"]+)" n="\d+" lang="\w+">\n(.*?)\n</passage>', re.DOTALL)
@@ -86,3 +89,43 @@ async def test_generative_mode_without_a_model_or_an_unknown_mode_is_refused(fak
         await Answerer(fake_pipeline).ask(XBOX_EN, mode="generative")
     with pytest.raises(ValueError, match="unknown answer mode 'creative'"):
         await Answerer(fake_pipeline, EchoGenerator()).ask(XBOX_EN, mode="creative")
+
+
+CUCUMBER_EN = "How many calories are in a small cucumber?"
+BIG_ONE = "and a big one?"
+"""Refused alone by the fake pipeline (top 0.209 < floor 0.25); read after the cucumber
+question, searched as "calories small cucumber big one" (tests.fakes.read_followup)."""
+
+
+async def test_a_follow_up_is_read_with_the_previous_turn_in_either_mode(fake_pipeline):
+    turn = Turn(CUCUMBER_EN, "en")
+    alone = await Answerer(fake_pipeline).ask(BIG_ONE)
+    assert alone.status is Status.REFUSED_NO_MATCH and alone.followup is None
+
+    generator = EchoGenerator()
+    extractive = await Answerer(fake_pipeline).ask(BIG_ONE, after=turn)
+    generative = await Answerer(fake_pipeline, generator).ask(BIG_ONE, mode="generative",
+                                                              after=turn)
+    as_text = await Answerer(fake_pipeline).ask(BIG_ONE, after=CUCUMBER_EN)  # --after's form
+    assert (extractive.mode, generative.mode) == ("extractive", "generative")
+    for result in (extractive, generative, as_text):
+        assert result.shows_answer and result.query == BIG_ONE
+        assert result.followup.is_followup
+        assert result.searched == result.followup.searched == "calories small cucumber big one"
+        assert result.citations[0].passage_id.startswith("en-59804-")  # the cucumber passages
+        assert result.trace.stages[0].name == "followup"
+    [messages] = generator.calls
+    assert "cucumber" in messages[1]["content"].lower()
+
+
+async def test_a_pipeline_without_a_follow_up_reading_reads_the_message_alone_logged_once(
+        fake_settings, fake_encoder, fake_index_dir, caplog):
+    caplog.set_level(logging.WARNING, logger="rag.answering")
+    index = PassageIndex.load(fake_index_dir, encoder_name=fake_encoder.name)
+    answerer = Answerer(Pipeline(fake_settings, fake_encoder, index, gate=None))
+    assert answerer.reads_followups == {"extractive": False, "generative": False}
+    for _ in range(2):
+        result = await answerer.ask(BIG_ONE, after=Turn(CUCUMBER_EN, "en"))
+        assert result.status is Status.REFUSED_NO_MATCH and result.followup is None
+        assert result.trace.get("followup") is None
+    assert caplog.text.count("followup_unread mode=extractive pipeline=Pipeline") == 1

@@ -299,3 +299,26 @@ async def test_a_question_typed_in_latin_letters_is_answered_in_latin_letters(se
     stored = await services.db.last_decision(CHANNEL, CONSOLE_CHAT_ID)
     assert stored.result.query == "xbox 360 ki keemat kitni hai"
     assert stored.result.searched == "xbox 360 की कीमत कितनी है"
+
+
+async def test_a_follow_up_is_answered_from_the_previous_topic_until_new_or_expiry(services):
+    """Issue 44: "and a big one?" is refused alone by the fake pipeline and answered from the
+    cucumber passages (en-59804-*) after the cucumber question."""
+    now_s = [1_764_547_200.0]
+    services.wall_clock = lambda: now_s[0]
+    cucumber, big_one = "How many calories are in a small cucumber?", "and a big one?"
+    out: list[str] = []
+    await chat(services, _lines([cucumber, big_one, "/why", "/new", big_one]), out.append)
+    _, first, followup, why, new, alone = out
+    assert re.search(r"1\. en-59804-\d+ · English", first), first
+    assert re.search(r"1\. en-59804-\d+ · English", followup), followup
+    assert "Read as a follow-up of your previous question, searched as: calories small " \
+           "cucumber big one" in why
+    assert new.startswith("Starting afresh") and alone.startswith("I could not find this")
+
+    await ask(services, cucumber)
+    now_s[0] += 15 * 60 + 1  # bot.chat.conversation.CONTEXT_TTL_S, and a second
+    [expired] = await ask(services, big_one)
+    assert expired.startswith("I could not find this in my sources"), expired
+    stored = await services.db.last_decision(CHANNEL, CONSOLE_CHAT_ID)
+    assert stored.result.followup is None

@@ -552,8 +552,9 @@ async def test_commands_are_published_in_four_languages(bot, tg):
     assert set(tg.commands) == {("default", ""), ("default", "hi"), ("default", "gu"),
                                 ("default", "te")}
     names = [c["command"] for c in tg.commands[("default", "te")]]
-    assert names == ["start", "help", "why", "lang", "mode", "voice"]
+    assert names == ["start", "help", "why", "new", "lang", "mode", "voice"]
     assert tg.commands[("default", "hi")][2]["description"] == "पिछला जवाब कैसे तय हुआ"
+    assert tg.commands[("default", "gu")][3]["description"] == "નવી શરૂઆત: અગાઉનો પ્રશ્ન ભૂલી જાઓ"
 
 
 # -------------------------------------------------------------------- settings and access
@@ -775,3 +776,67 @@ async def test_a_question_typed_in_latin_letters_is_answered_in_latin_letters(bo
     await tg.push_text(CHAT, "chai mein caffeine kitna hota hai")
     [refusal] = await replies(tg)
     assert "nahin mila" in refusal and not DEVANAGARI.search(refusal), refusal
+
+
+# ------------------------------------------------------------- follow-ups (issue 44)
+
+CUCUMBER = "How many calories are in a small cucumber?"
+BIG_ONE = "and a big one?"
+"""Refused alone by the fake pipeline; read after ``CUCUMBER``, answered from its passages
+(en-59804-*: tests.fakes.read_followup)."""
+
+
+async def test_a_follow_up_is_answered_from_the_previous_topic_until_new_or_expiry(
+        bot, tg, bot_settings):
+    services = bot.bot_data["services"]
+    now_s = [1_764_547_200.0]
+    services.wall_clock = lambda: now_s[0]
+    await tg.push_text(CHAT, CUCUMBER)
+    [first] = await replies(tg)
+    assert re.search(r"1\. en-59804-\d+ · English", first), first
+    now_s[0] += 60
+    await tg.push_text(CHAT, BIG_ONE)
+    [followup] = await replies(tg)
+    assert re.search(r"1\. en-59804-\d+ · English", followup), followup
+    stored = await last_decision(bot_settings)
+    assert stored.result.query == BIG_ONE and stored.result.followup.is_followup
+    await tg.push_text(CHAT, "/why")
+    [why] = await replies(tg)
+    assert "Read as a follow-up of your previous question, searched as: calories small " \
+           "cucumber big one" in why
+    assert re.search(r"^followup — used: follow-up: 4 words", why, re.MULTILINE), why
+
+    await tg.push_text(CHAT, "/new")
+    [new] = await replies(tg)
+    assert new == "Starting afresh: your next message is read on its own, not with your " \
+                  "previous question."
+    await tg.push_text(CHAT, BIG_ONE)
+    [alone] = await replies(tg)
+    assert alone.startswith("I could not find this in my sources"), alone
+    assert (await last_decision(bot_settings)).result.followup is None  # no context given
+
+    await tg.push_text(CHAT, CUCUMBER)
+    await replies(tg)
+    now_s[0] += 15 * 60 + 1  # bot.chat.conversation.CONTEXT_TTL_S, and a second
+    await tg.push_text(CHAT, BIG_ONE)
+    [expired] = await replies(tg)
+    assert expired.startswith("I could not find this in my sources"), expired
+    assert (await last_decision(bot_settings)).result.followup is None
+
+
+async def test_a_spoken_follow_up_in_hindi_is_answered_from_the_typed_questions_topic(
+        bot, tg, sarvam, bot_settings):
+    """A voice note after a typed question is read with it too (its transcript is the
+    message)."""
+    await tg.push_text(CHAT, CUCUMBER_HI)
+    await replies(tg)
+    sarvam.enqueue(Reply(transcript="और बड़े वाले में?", language_code="hi-IN"))
+    await tg.push_voice(CHAT, make_voice_note("और बड़े वाले में", "hi"), duration_s=2)
+    [answer] = await replies(tg)
+    assert answer.startswith("आपने कहा: और बड़े वाले में?") and "hi-59804-" in answer, answer
+    stored = await last_decision(bot_settings)
+    assert stored.source == "voice" and stored.result.followup.is_followup
+    assert stored.result.searched == "छोटे खीरे कैलोरी मात्रा बड़े वाले"
+    assert [s.name for s in stored.result.trace.stages][:4] == [
+        "voice_checks", "download", "transcode", "speech_gate"]
+    assert stored.result.trace.get("followup").decision == "used"

@@ -530,3 +530,43 @@ async def test_a_question_typed_in_latin_letters_is_answered_in_latin_letters(fr
     assert "kimat" in answer and not DEVANAGARI.search(answer), answer_reply
     assert DEVANAGARI.search(sources)
     assert "nahin mila" in refusal and not DEVANAGARI.search(refusal), refusal
+
+
+# ------------------------------------------------------------- follow-ups (issue 44)
+
+CUCUMBER = "How many calories are in a small cucumber?"
+BIG_ONE = "and a big one?"
+"""Refused alone by the fake pipeline; read after ``CUCUMBER``, answered from its passages
+(en-59804-*: tests.fakes.read_followup)."""
+
+
+async def test_a_follow_up_is_answered_from_the_previous_topic_until_new_or_expiry(
+        front, graph, bot_settings):
+    now_s = [1_764_547_200.0]
+    front.services.wall_clock = lambda: now_s[0]
+    sent = iter(range(1, 100))
+
+    async def say(text: str) -> str:
+        n_before = len(bodies(graph))
+        await post(front, text_message(WA_ID, text, message_id=f"wamid.fu{next(sent)}"))
+        [reply] = bodies(graph)[n_before:]
+        return reply
+
+    assert re.search(r"1\. ```en-59804-\d+``` · English", await say(CUCUMBER))
+    now_s[0] += 60
+    followup = await say(BIG_ONE)
+    assert re.search(r"1\. ```en-59804-\d+``` · English", followup), followup
+    why = await say("why")  # a bare word: WhatsApp has no command menu
+    assert "Read as a follow-up of your previous question, searched as: calories small " \
+           "cucumber big one" in why, why
+    assert "```followup``` — used" in why
+
+    assert (await say("new")).startswith("Starting afresh")  # bare, like why
+    assert (await say(BIG_ONE)).startswith("I could not find this in my sources")
+
+    await say(CUCUMBER)
+    now_s[0] += 15 * 60 + 1  # bot.chat.conversation.CONTEXT_TTL_S, and a second
+    assert (await say(BIG_ONE)).startswith("I could not find this in my sources")
+    async with await Database.open(bot_settings.bot.db_path) as db:
+        stored = await db.last_decision("whatsapp", int(WA_ID))
+    assert stored.result.query == BIG_ONE and stored.result.followup is None

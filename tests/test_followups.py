@@ -1,8 +1,9 @@
 """Repeats and replies to the bot on the real PTB Application against the fake Bot API server:
 five identical questions in a second get one answer and one pointer; "why?" as a reply to an
-answer shows that answer's decision chain (in en/hi/gu/te); a short follow-up ("tell me more",
-"और बताओ") gets a request for a full question instead of a retrieval; a forwarded question is
-recorded as forwarded."""
+answer shows that answer's decision chain (in en/hi/gu/te); a message like "tell me more" or
+"और बताओ" in reply to an answer, or while the chat has a conversation context, gets a notice
+that an answer cannot be continued (but a short question on its topic is read with it) instead
+of a retrieval; a forwarded question is recorded as forwarded."""
 # ruff: noqa: F811  (the bot fixtures are imported from tests.test_bot_telegram)
 
 from __future__ import annotations
@@ -96,20 +97,37 @@ async def test_why_as_a_reply_to_a_non_answer_says_so(bot, tg):
 
 
 @pytest.mark.parametrize(("follow_up", "lang", "expected"), [
-    ("tell me more", "en", "Please ask me a full question"),
-    ("और बताओ", "hi", "कृपया पूरा सवाल पूछें"),
-    ("વધુ કહો", "gu", "કૃપા કરીને આખો પ્રશ્ન પૂછો"),
-    ("మరింత చెప్పండి", "te", "దయచేసి పూర్తి ప్రశ్న అడగండి"),
+    ("tell me more", "en", "I cannot continue an answer"),
+    ("और बताओ", "hi", "मैं किसी जवाब को आगे नहीं बढ़ा सकता"),
+    ("વધુ કહો", "gu", "હું કોઈ જવાબને આગળ વધારી શકતો નથી"),
+    ("మరింత చెప్పండి", "te", "నేను ఒక సమాధానాన్ని కొనసాగించలేను"),
 ])
-async def test_short_follow_up_reply_asks_for_a_full_question(bot, tg, bot_settings,
-                                                              follow_up, lang, expected):
+async def test_tell_me_more_in_reply_to_an_answer_says_an_answer_cannot_be_continued(
+        bot, tg, bot_settings, follow_up, lang, expected):
     question = await tg.push_text(CHAT, XBOX, language_code=lang)
     await tg.wait_for("sendMessage", timeout=30)
     n_decisions = await _n_decisions(bot_settings)
     await tg.push_text(CHAT, follow_up, reply_to=bot_reply_id(tg, question), language_code=lang)
     [reply] = await replies(tg)
-    assert reply.startswith(expected)
+    assert reply.startswith(expected) and "/new" in reply
     assert await _n_decisions(bot_settings) == n_decisions  # no retrieval ran
+
+
+async def test_tell_me_more_typed_after_an_answer_gets_the_notice_and_after_new_is_a_question(
+        bot, tg, bot_settings):
+    await tg.push_text(CHAT, XBOX)
+    await replies(tg)
+    n_decisions = await _n_decisions(bot_settings)
+    await tg.push_text(CHAT, "tell me more")  # not a reply: the chat's context makes it one
+    [notice] = await replies(tg)
+    assert notice.startswith("I cannot continue an answer")
+    assert await _n_decisions(bot_settings) == n_decisions
+    await tg.push_text(CHAT, "/new")
+    await replies(tg)
+    await tg.push_text(CHAT, "tell me more")  # no context: searched as a question, as before
+    [searched] = await replies(tg)
+    assert not searched.startswith("I cannot continue an answer")
+    assert await _n_decisions(bot_settings) == n_decisions + 1
 
 
 async def _n_decisions(settings) -> int:
@@ -138,6 +156,17 @@ def test_repeat_filter_keys_on_words_and_forgets_after_the_window():
     assert repeats.check(1, 13, "what is x", now_s=40) is None  # window over
     repeats.forget(1, "WHAT IS X")
     assert repeats.check(1, 14, "what is x", now_s=41) is None
+
+
+def test_repeat_filter_repeats_only_the_chats_last_question_and_forget_chat_clears_it():
+    """Issue 44: the same short follow-up after another question is a new question."""
+    repeats = RepeatFilter(window_s=30)
+    assert repeats.check(1, 10, "and a big one?", now_s=0) is None
+    assert repeats.check(1, 11, "How much is a melon?", now_s=1) is None
+    assert repeats.check(1, 12, "and a big one?", now_s=2) is None  # a question in between
+    assert repeats.check(1, 13, "And a big one", now_s=3).n_repeat == 1
+    repeats.forget_chat(1)
+    assert repeats.check(1, 14, "and a big one?", now_s=4) is None
 
 
 # --------------------------------------------------------------------------------- forwards

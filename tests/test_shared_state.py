@@ -133,6 +133,19 @@ async def test_the_same_message_again_is_not_its_own_repeat_and_forget_clears(db
     assert await repeats.prune(now_s=100.0) == 1
 
 
+async def test_only_the_chats_last_question_is_repeated_and_forget_chat_clears_the_chat(db):
+    """Issue 44: "and a big one?" after another question means something else."""
+    repeats = RepeatStore(db, window_s=30.0)
+    assert await repeats.check("c", "m1", "and a big one", now_s=0.0) is None
+    assert await repeats.check("d", "n1", "and a big one", now_s=0.5) is None  # another chat
+    assert await repeats.check("c", "m2", "how much is a melon", now_s=1.0) is None
+    assert await repeats.check("c", "m3", "and a big one", now_s=2.0) is None  # one in between
+    assert (await repeats.check("c", "m4", "and a big one", now_s=3.0)).n_repeat == 1
+    await repeats.forget_chat("c")
+    assert await repeats.check("c", "m5", "and a big one", now_s=4.0) is None
+    assert (await repeats.check("d", "n2", "and a big one", now_s=5.0)).n_repeat == 1
+
+
 async def test_two_replicas_checking_one_question_at_once_see_one_new_one_repeat(db_target):
     replicas = await open_replicas(db_target, 2)
     try:

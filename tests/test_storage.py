@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from datetime import UTC
 from pathlib import Path
 
@@ -22,14 +23,16 @@ import pytest
 from rag.types import (
     Citation,
     FallbackCode,
+    FollowUpReading,
     Reason,
     ReasonCode,
     Result,
     Stage,
     Status,
     Trace,
+    Turn,
 )
-from storage import ChatSettings, Database
+from storage import ChatContext, ChatSettings, Database
 from storage.backend import SqliteTx, driver_errors, open_backend
 from storage.errors import DatabaseOpenError, DecisionNotFoundError, StorageError
 from storage.inbox import Inbox, decision_of_sent
@@ -73,6 +76,7 @@ EXPECTED = {
         "searched": "TEXT",
         "best_passage_id": "TEXT",
         "best_passage_score": "REAL",
+        "followup": "TEXT",
     },
     "refusals": {
         "id": "INTEGER",
@@ -117,6 +121,9 @@ EXPECTED = {
                 "n_repeats": "INTEGER"},
     "voice_cache": {"key": "TEXT", "location": "TEXT", "duration_s": "REAL",
                     "n_bytes": "INTEGER", "used_at_s": "REAL"},
+    "chat_context": {"channel": "TEXT", "chat_id": "INTEGER", "question": "TEXT", "lang": "TEXT",
+                     "passage_ids": "TEXT", "answer": "TEXT", "at_s": "REAL",
+                     "n_followups": "INTEGER"},
 }
 PREVIOUS_VERSION_DB = REPO_ROOT / "tests" / "fixtures" / "bot-m005.sqlite3"
 """A database written by the previous version (main before issue #23: migrations m001-m005)
@@ -685,3 +692,54 @@ async def test_inbox_goes_pending_sending_done_once_per_channel_and_key(db):
                                                          '{"id": "wamid.1"}')
     assert await inbox.unfinished("whatsapp") == []
     assert [i.channel for i in await inbox.unfinished("telegram")] == ["telegram"]
+
+
+# ---------------------------------------------------------- conversation context (issue 44)
+
+
+async def test_a_chats_context_is_stored_replaced_and_cleared_per_channel_and_chat(db):
+    assert await db.get_chat_context(TG, 5) is None
+    first = ChatContext(TG, 5, "calories small cucumber", "en", ("en-59804-2", "en-59804-0"),
+                        "A small cucumber has 16 calories.", 1_764_547_200.25)
+    await db.set_chat_context(first)
+    assert await db.get_chat_context(TG, 5) == first
+    assert first.turn == Turn("calories small cucumber", "en", ("en-59804-2", "en-59804-0"),
+                              "A small cucumber has 16 calories.")
+    assert await db.get_chat_context("whatsapp", 5) is None  # another channel's chat 5
+    assert await db.get_chat_context(TG, 6) is None
+
+    refused = ChatContext(TG, 5, "और हिंदी में \ud800", "hi", (), "", 1_764_547_260.0,
+                          n_followups=2)
+    await db.set_chat_context(refused)  # replaces the first: one context per chat
+    stored = await db.get_chat_context(TG, 5)
+    assert stored == replace(refused, question="और हिंदी में \ufffd")
+    assert (stored.passage_ids, stored.answer, stored.n_followups) == ((), "", 2)
+
+    assert await db.clear_chat_context(TG, 5) is True
+    assert await db.get_chat_context(TG, 5) is None
+    assert await db.clear_chat_context(TG, 5) is False
+
+
+async def test_a_context_with_no_channel_or_a_negative_count_is_refused_and_not_written(db):
+    with pytest.raises(ValueError, match="channel"):
+        await db.set_chat_context(ChatContext("", 5, "q", "en", (), "", 0.0))
+    with pytest.raises(ValueError, match="n_followups must be >= 0, got -1"):
+        await db.set_chat_context(ChatContext(TG, 5, "q", "en", (), "", 0.0, n_followups=-1))
+    assert await db.get_chat_context(TG, 5) is None
+
+
+async def test_a_decisions_followup_reading_is_stored_and_read_back(db):
+    result = answered_result("and a big one?")
+    result.searched = "calories small cucumber big one"
+    result.followup = FollowUpReading(True, "calories small cucumber big one",
+                                      "follow-up: 4 words, marker 'and'")
+    await db.record_decision(TG, 42, 7, 1001, "text", result)
+    assert (await db.last_decision(TG, 42)).result == result
+
+    alone = answered_result()
+    alone.followup = FollowUpReading(False, detail="alone: 9 words > 6")
+    await db.record_decision(TG, 42, 8, 1001, "text", alone)
+    assert (await db.last_decision(TG, 42)).result.followup == alone.followup
+
+    await db.record_decision(TG, 42, 9, 1001, "text", answered_result())  # no context given
+    assert (await db.last_decision(TG, 42)).result.followup is None

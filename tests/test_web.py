@@ -322,3 +322,49 @@ def test_chat_ids_are_stable_per_session_and_differ_between_sessions():
     assert chat_id_of(token) == chat_id_of(token) < 2**48
     assert len({chat_id_of(uuid.uuid4().hex) for _ in range(1000)}) == 1000
     assert replace(WebSettings(), port=8082).port == WebSettings().port == 8082
+
+
+# ------------------------------------------------------------- follow-ups (issue 44)
+
+
+@pytest.fixture
+async def fake_front(tmp_path, fake_settings, fake_pipeline, sarvam) -> AsyncIterator:
+    """The page over the fake pipeline (tests/fakes.py), whose follow-up reading is a simple
+    stand-in for the real one."""
+    services = await Services.open(chat_settings(fake_settings, tmp_path / "bot.sqlite3",
+                                                 sarvam), fake_pipeline)
+    try:
+        async with serving(services, WebSettings(port=0)) as (front_end, url):
+            front_end.url = url
+            yield front_end
+    finally:
+        await services.close()
+
+
+async def test_a_follow_up_is_answered_from_the_previous_topic_until_new_or_expiry(fake_front):
+    """"and a big one?" is refused alone by the fake pipeline and answered from the cucumber
+    passages (en-59804-*) after the cucumber question."""
+    now_s = [1_764_547_200.0]
+    fake_front.services.wall_clock = lambda: now_s[0]
+    cucumber, big_one = "How many calories are in a small cucumber?", "and a big one?"
+    passage = re.compile(r"<code>en-59804-\d+</code>")
+    async with httpx.AsyncClient(base_url=fake_front.url, timeout=60) as browser:
+        assert passage.search(articles(await ask(browser, cucumber))[-1])
+        followup = articles(await ask(browser, big_one))[-1]
+        assert passage.search(followup), followup
+        assert "<code>followup</code>" in followup  # the decision chain shows how it was read
+        chat_id = chat_id_of(browser.cookies["voice_rag_web"])
+        stored = await fake_front.services.db.last_decision(CHANNEL, chat_id)
+        assert stored.result.followup.is_followup
+        assert stored.result.searched == "calories small cucumber big one"
+
+        assert "Starting afresh" in articles(await ask(browser, "/new"))[-1]
+        alone = articles(await ask(browser, big_one))[-1]
+        assert "I could not find this in my sources" in alone and not passage.search(alone)
+
+        await ask(browser, cucumber)
+        now_s[0] += 15 * 60 + 1  # bot.chat.conversation.CONTEXT_TTL_S, and a second
+        expired = articles(await ask(browser, big_one))[-1]
+        assert "I could not find this in my sources" in expired and not passage.search(expired)
+        stored = await fake_front.services.db.last_decision(CHANNEL, chat_id)
+        assert stored.result.followup is None

@@ -1,5 +1,6 @@
-"""/start, /help, /why, /lang, /mode, /voice and notices (e.g. "unknown command") as channel-free
-service functions, and the one parser of commands typed as text (:func:`parse_command`).
+"""/start, /help, /why, /new, /lang, /mode, /voice and notices (e.g. "unknown command") as
+channel-free service functions, and the one parser of commands typed as text
+(:func:`parse_command`).
 
 Each is called as ``command(services, asker, *args)`` with the :class:`Services`, the
 :class:`Asker` and the command's argument (text after the command, or None) and returns a
@@ -13,6 +14,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from bot.chat import conversation
 from bot.chat.context import UpdateContext, per_update
 from bot.chat.messages import language_name, t
 from bot.chat.render import Text, render_trace
@@ -23,9 +25,9 @@ from storage.inbox import decision_of_sent
 
 log = logging.getLogger(__name__)
 
-BARE_COMMANDS = frozenset({"why", "help", "start"})
-"""Commands recognised as a whole message without a slash (``why``, ``why?``), where the channel
-has no command menu (WhatsApp)."""
+BARE_COMMANDS = frozenset({"why", "help", "start", "new"})
+"""Commands recognised as a whole message without a slash (``why``, ``why?``, ``new``), where
+the channel has no command menu (WhatsApp)."""
 BARE_ARGUMENT_COMMANDS = frozenset({"lang", "mode", "voice"})
 """Commands recognised without a slash when followed by at most one word (``lang hi``)."""
 COMMAND_CHARS = 32
@@ -50,8 +52,8 @@ def parse_command(text: str, *, bare_words: bool = False) -> Command | None:
     ``/name[@bot] [arg]`` always is one (tabs count as spaces; ``@bot`` is dropped: the front end
     decides first whether the message is addressed to the bot). With ``bare_words`` (channels
     without a command menu) also ``why``, ``help``, ``start`` alone (a final ``?``/``!``/``.``
-    allowed) and ``lang``/``mode``/``voice`` with at most one word after: ``why is the sky
-    blue`` stays a question.
+    allowed), ``new`` alone, and ``lang``/``mode``/``voice`` with at most one word after:
+    ``why is the sky blue`` stays a question.
     """
     words = text.split()
     if not words:
@@ -115,18 +117,32 @@ async def why_reply(ctx: UpdateContext, replied_to: int | None = None) -> Reply:
         return ctx.say("why_empty")
     result = stored.result
     return Reply([render_trace(result.trace, result.lang,
-                               query=result.query or stored.transcript)])
+                               query=result.query or stored.transcript,
+                               followup=result.followup)])
+
+
+@per_update
+async def new_reply(ctx: UpdateContext) -> Reply:
+    """``/new``: end the chat's conversation context (``bot.chat.conversation``), so the next
+    message is read on its own, not as a follow-up of the last question; said the same way
+    whether there was one."""
+    await conversation.forget(ctx.services, ctx.asker, "new")
+    return ctx.say("new_conversation")
 
 
 @per_update
 async def lang_reply(ctx: UpdateContext, arg: str | None) -> Reply:
     """``/lang en|hi|gu|te|auto`` stores the chat's language (``auto``: the language asked
-    in); without a valid argument, the language in force and the usage line."""
+    in); without a valid argument, the language in force and the usage line. A change of
+    language ends the chat's conversation context (``bot.chat.conversation``): the next message
+    is read on its own, not as a follow-up of a question asked in the other language."""
     choice, ui = (arg or "").strip().lower(), ctx.ui
     if choice not in CHAT_LANGS:
         return Reply([Text.plain(f"{lang_line(ctx.chat.lang, ui)}\n{t('lang_usage', ui)}")])
     chat = await ctx.services.db.set_chat_settings(ctx.asker.channel, ctx.chat_id, lang=choice)
     log.info("chat_settings chat_id=%d lang=%s", ctx.chat_id, choice)
+    if choice != ctx.chat.lang:
+        await conversation.forget(ctx.services, ctx.asker, "lang")
     ui = ui_language(chat.lang, ctx.asker)  # the new choice speaks already
     if choice == "auto":
         return Reply([Text.plain(t("lang_auto", ui))])
@@ -175,6 +191,8 @@ async def command_reply(services: Services, asker: Asker, name: str,
             return await help_reply(services, asker)
         case "why":
             return await why_reply(services, asker)
+        case "new":
+            return await new_reply(services, asker)
         case "lang":
             return await lang_reply(services, asker, arg)
         case "mode":

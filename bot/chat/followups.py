@@ -1,5 +1,7 @@
 """Replies to the bot's own answers that are not new questions: "why?" (show how that answer
-was decided) and short follow-ups ("tell me more", "और बताओ": ask for a full question).
+was decided) and requests to go on ("tell me more", "और बताओ", "ok thanks"), which get a notice
+instead of a search (an answer cannot be continued; a short question on its topic, such as "and
+a big one?", is a question and is read with the previous one: ``bot.chat.conversation``).
 
 Pure: text in, a kind out. Words are compared as ``rag.text.tokenize`` gives them (lower case,
 punctuation dropped, Indic words whole).
@@ -29,15 +31,17 @@ FOLLOW_UP_WORDS: frozenset[str] = frozenset(
     "વધુ કહો કહેશો જણાવો સમજાવો આગળ બરાબર આભાર હા ના સારું બીજું પણ "
     "మరింత చెప్పు చెప్పండి వివరించు వివరించండి ఇంకా సరే ధన్యవాదాలు అవును కాదు బాగుంది".split()
 )
-"""Words a short follow-up is made of: asking for more, thanking, agreeing (en/hi/gu/te)."""
+"""Words a request to go on is made of: asking for more, thanking, agreeing (en/hi/gu/te). A
+message with any other word ("and a big one?") is a question."""
 
 MAX_FOLLOW_UP_WORDS = 4
-"""A follow-up has at most this many words ("tell me more please"); longer is a question."""
+"""A request to go on has at most this many words ("tell me more please"); longer is a
+question."""
 
 
 def reply_kind(text: str) -> Literal["why", "follow_up"] | None:
-    """``"why"`` for a reply asking why, ``"follow_up"`` for a short reply made only of
-    follow-up words, else None (treat it as a question)."""
+    """``"why"`` for a reply asking why, ``"follow_up"`` for a short message made only of
+    :data:`FOLLOW_UP_WORDS` (a request to go on), else None (treat it as a question)."""
     words = tokenize(text)
     if not words:
         return None

@@ -12,21 +12,25 @@ DEFAULT_LANG = "en"
 MESSAGES: dict[str, dict[str, str]] = {
     "help": {
         "en": "Hello! Ask me a question by voice or text in English, Hindi, Gujarati or Telugu. "
-              "I answer only from my sources and say so when I cannot.\n"
+              "I answer only from my sources and say so when I cannot. A short follow-up such "
+              "as \"and a big one?\" is read together with your previous question.\n"
               "/lang – answer language, /mode – answer style, /voice – spoken answers, /why – how "
-              "I decided the last answer.",
+              "I decided the last answer, /new – start afresh.",
         "hi": "नमस्ते! मुझसे अंग्रेज़ी, हिंदी, गुजराती या तेलुगु में बोलकर या लिखकर सवाल पूछें। "
-              "मैं केवल अपने स्रोतों से जवाब देता हूँ, और जवाब न मिले तो साफ़ बता देता हूँ।\n"
+              "मैं केवल अपने स्रोतों से जवाब देता हूँ, और जवाब न मिले तो साफ़ बता देता हूँ। "
+              "\"और बड़े वाले में?\" जैसा छोटा सवाल आपके पिछले सवाल के साथ पढ़ा जाता है।\n"
               "/lang – जवाब की भाषा, /mode – जवाब का तरीका, /voice – बोलकर जवाब, "
-              "/why – पिछला जवाब कैसे तय हुआ।",
+              "/why – पिछला जवाब कैसे तय हुआ, /new – नई शुरुआत।",
         "gu": "નમસ્તે! મને અંગ્રેજી, હિન્દી, ગુજરાતી કે તેલુગુમાં બોલીને અથવા લખીને પ્રશ્ન પૂછો. "
-              "હું ફક્ત મારા સ્રોતોમાંથી જવાબ આપું છું, અને જવાબ ન મળે તો સ્પષ્ટ કહું છું.\n"
+              "હું ફક્ત મારા સ્રોતોમાંથી જવાબ આપું છું, અને જવાબ ન મળે તો સ્પષ્ટ કહું છું. "
+              "\"અને મોટામાં?\" જેવો ટૂંકો પ્રશ્ન તમારા અગાઉના પ્રશ્ન સાથે વંચાય છે.\n"
               "/lang – જવાબની ભાષા, /mode – જવાબની રીત, /voice – બોલીને જવાબ, "
-              "/why – છેલ્લો જવાબ કેવી રીતે નક્કી થયો.",
+              "/why – છેલ્લો જવાબ કેવી રીતે નક્કી થયો, /new – નવી શરૂઆત.",
         "te": "నమస్తే! ఇంగ్లీష్, హిందీ, గుజరాతీ లేదా తెలుగులో మాట్లాడి లేదా రాసి ప్రశ్న అడగండి. "
-              "నేను నా మూలాల నుండి మాత్రమే సమాధానం ఇస్తాను; దొరకకపోతే స్పష్టంగా చెబుతాను.\n"
+              "నేను నా మూలాల నుండి మాత్రమే సమాధానం ఇస్తాను; దొరకకపోతే స్పష్టంగా చెబుతాను. "
+              "\"మరి పెద్దదానిలో?\" వంటి చిన్న ప్రశ్న మీ మునుపటి ప్రశ్నతో కలిపి చదవబడుతుంది.\n"
               "/lang – సమాధాన భాష, /mode – సమాధాన విధానం, /voice – మాటల సమాధానం, "
-              "/why – చివరి సమాధానం ఎలా నిర్ణయించబడింది.",
+              "/why – చివరి సమాధానం ఎలా నిర్ణయించబడింది, /new – కొత్తగా మొదలు.",
     },
     # ---- refusals (render states the numbers, formatted to 3 decimals)
     "refused_no_match": {
@@ -260,6 +264,12 @@ MESSAGES: dict[str, dict[str, str]] = {
         "gu": "છેલ્લો જવાબ કેવી રીતે નક્કી થયો",
         "te": "చివరి సమాధానం ఎలా నిర్ణయించబడింది",
     },
+    "cmd_new": {
+        "en": "Start afresh: forget the previous question",
+        "hi": "नई शुरुआत: पिछला सवाल भूल जाएँ",
+        "gu": "નવી શરૂઆત: અગાઉનો પ્રશ્ન ભૂલી જાઓ",
+        "te": "కొత్తగా మొదలు: మునుపటి ప్రశ్నను మర్చిపోండి",
+    },
     "cmd_lang": {
         "en": "Answer language: en, hi, gu, te or auto",
         "hi": "जवाब की भाषा: en, hi, gu, te या auto",
@@ -469,15 +479,42 @@ MESSAGES: dict[str, dict[str, str]] = {
         "gu": "તમે આ હમણાં જ પૂછ્યું હતું: મારો જવાબ ઉપર છે.",
         "te": "మీరు ఇది ఇప్పుడే అడిగారు: నా సమాధానం పైన ఉంది.",
     },
-    "full_question": {
-        "en": "Please ask me a full question, for example \"What is the capital of Gujarat?\" "
-              "I answer each question on its own and do not continue earlier answers.",
-        "hi": "कृपया पूरा सवाल पूछें, जैसे \"गुजरात की राजधानी क्या है?\" मैं हर सवाल का "
-              "अलग से जवाब देता हूँ, पिछले जवाब को आगे नहीं बढ़ाता।",
-        "gu": "કૃપા કરીને આખો પ્રશ્ન પૂછો, જેમ કે \"ગુજરાતની રાજધાની કઈ છે?\" હું દરેક પ્રશ્નનો "
-              "અલગથી જવાબ આપું છું, અગાઉના જવાબને આગળ વધારતો નથી.",
-        "te": "దయచేసి పూర్తి ప్రశ్న అడగండి, ఉదాహరణకు \"గుజరాత్ రాజధాని ఏది?\" నేను ప్రతి ప్రశ్నకు "
-              "విడిగా సమాధానం ఇస్తాను, ముందు సమాధానాన్ని కొనసాగించను.",
+    # "tell me more", "और बताओ" after an answer (bot.chat.questions.reply_to_text): searching
+    # them with the previous question would only repeat its answer
+    "cannot_continue": {
+        "en": "I cannot continue an answer, but I can take another question on its topic: a "
+              "short one such as \"and a big one?\" is read together with your previous "
+              "question. /new starts afresh.",
+        "hi": "मैं किसी जवाब को आगे नहीं बढ़ा सकता, पर उसी विषय पर दूसरा सवाल ले सकता हूँ: "
+              "\"और बड़े वाले में?\" जैसा छोटा सवाल आपके पिछले सवाल के साथ पढ़ा जाता है। /new से "
+              "नई शुरुआत होती है।",
+        "gu": "હું કોઈ જવાબને આગળ વધારી શકતો નથી, પણ એ જ વિષય પર બીજો પ્રશ્ન લઈ શકું છું: "
+              "\"અને મોટામાં?\" જેવો ટૂંકો પ્રશ્ન તમારા અગાઉના પ્રશ્ન સાથે વંચાય છે. /new થી "
+              "નવી શરૂઆત થાય છે.",
+        "te": "నేను ఒక సమాధానాన్ని కొనసాగించలేను, కానీ అదే విషయంపై మరో ప్రశ్న తీసుకోగలను: "
+              "\"మరి పెద్దదానిలో?\" వంటి చిన్న ప్రశ్న మీ మునుపటి ప్రశ్నతో కలిపి "
+              "చదవబడుతుంది. /new తో కొత్తగా మొదలవుతుంది.",
+    },
+    # ---- follow-ups (bot.chat.conversation): /new, and how /why says a message was read
+    "new_conversation": {
+        "en": "Starting afresh: your next message is read on its own, not with your previous "
+              "question.",
+        "hi": "नई शुरुआत: आपका अगला संदेश अकेले पढ़ा जाएगा, पिछले सवाल के साथ नहीं।",
+        "gu": "નવી શરૂઆત: તમારો આગળનો સંદેશ એકલો વંચાશે, અગાઉના પ્રશ્ન સાથે નહીં.",
+        "te": "కొత్తగా మొదలు: మీ తదుపరి సందేశం విడిగా చదవబడుతుంది, మునుపటి ప్రశ్నతో కలిపి "
+              "కాదు.",
+    },
+    "why_followup_used": {
+        "en": "Read as a follow-up of your previous question, searched as: {searched}",
+        "hi": "आपके पिछले सवाल के आगे के सवाल के रूप में पढ़ा गया, ऐसे खोजा गया: {searched}",
+        "gu": "તમારા અગાઉના પ્રશ્નના અનુસંધાનમાં વાંચ્યો, આ રીતે શોધ્યો: {searched}",
+        "te": "మీ మునుపటి ప్రశ్నకు కొనసాగింపుగా చదివాను, ఇలా వెతికాను: {searched}",
+    },
+    "why_followup_alone": {
+        "en": "Read on its own, not as a follow-up of your previous question.",
+        "hi": "अकेले पढ़ा गया, पिछले सवाल के आगे के सवाल के रूप में नहीं।",
+        "gu": "એકલો વાંચ્યો, અગાઉના પ્રશ્નના અનુસંધાનમાં નહીં.",
+        "te": "విడిగా చదివాను, మునుపటి ప్రశ్నకు కొనసాగింపుగా కాదు.",
     },
     "why_empty": {
         "en": "Nothing to explain yet: ask a question first.",

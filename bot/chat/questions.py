@@ -1,6 +1,7 @@
 """Questions, typed or spoken: the per-update step (settings, language, rate limit:
 ``bot.chat.context``) → (voice: size/length checks → download → transcode → speech-to-text) →
-pipeline → bound the answer (``bot.chat.limits``) → record the decision → render. Channel-free
+the chat's conversation context (``bot.chat.conversation``) → pipeline → bound the answer
+(``bot.chat.limits``) → record the decision → store the new context → render. Channel-free
 service functions every front end calls; :func:`reply_to_text` is the one entry for typed text
 (a command, "why?" or "tell me more" in reply to an answer, or a question).
 
@@ -16,6 +17,7 @@ import asyncio
 import logging
 from functools import partial
 
+from bot.chat import conversation
 from bot.chat.audio import AudioError, audio_duration_s, split_wav, transcode_to_wav
 from bot.chat.commands import answer_command, parse_command, why_reply
 from bot.chat.context import Busy, UpdateContext, no_indicator, run_update
@@ -33,7 +35,7 @@ from clients.stt import Transcript
 from rag.errors import ServiceError
 from rag.text import clean_query
 from rag.types import Reason, ReasonCode, Result, Stage, Status, Trace
-from storage.db import ChatSettings, StoredDecision
+from storage.db import ChatContext, ChatSettings, StoredDecision
 from storage.inbox import decision_of_message
 
 log = logging.getLogger(__name__)
@@ -43,22 +45,27 @@ async def reply_to_text(services: Services, asker: Asker, text: str, *,
                         bare_commands: bool = False, busy: Busy = no_indicator) -> Reply:
     """The reply to typed text on any channel: a command (:func:`bot.chat.commands.
     parse_command`; ``bare_commands`` for channels without a command menu), else, in reply to
-    one of the bot's messages (``asker.replied_to``), "why?" (how that answer was decided) or
-    "tell me more" (a request for a full question, in the language it was written in), else a
-    question (:func:`answer_text`)."""
+    one of the bot's messages (``asker.replied_to``), "why?" (how that answer was decided),
+    else a message made only of words like "tell me more", "ok thanks", "और बताओ"
+    (:func:`bot.chat.followups.reply_kind`) in reply to the bot or while the chat has a
+    conversation context (:func:`bot.chat.conversation.current`): a notice, in the language it
+    was written in, that an answer cannot be continued but a short question on its topic is
+    read with the previous one (searching it would only repeat that answer); else a question
+    (:func:`answer_text`), read with the chat's context when it has one."""
     command = parse_command(text, bare_words=bare_commands)
     if command is not None:
         return await answer_command(services, asker, command)
-    kind = reply_kind(text) if asker.replied_to is not None else None
-    if kind == "why":
+    kind = reply_kind(text)
+    if kind == "why" and asker.replied_to is not None:
         return await why_reply(services, asker, asker.replied_to)
-    if kind == "follow_up":  # no context to continue from
-        return await run_update(services, asker, _full_question, ui_hint=script_language(text))
+    if kind == "follow_up" and (asker.replied_to is not None
+                                or await conversation.current(services, asker) is not None):
+        return await run_update(services, asker, _cannot_continue, ui_hint=script_language(text))
     return await answer_text(services, asker, text, busy=busy)
 
 
-async def _full_question(ctx: UpdateContext) -> Reply:
-    return ctx.say("full_question")
+async def _cannot_continue(ctx: UpdateContext) -> Reply:
+    return ctx.say("cannot_continue")
 
 
 async def answer_text(services: Services, asker: Asker, text: str, *,
@@ -81,11 +88,13 @@ async def answer_text(services: Services, asker: Asker, text: str, *,
 
 async def _answer_text(ctx: UpdateContext, text: str) -> Reply:
     services, asker, chat = ctx.services, ctx.asker, ctx.chat
-    result = bound_answer(await _ask(services, text, chat, hint_lang=None))
+    context = await conversation.current(services, asker)
+    result = bound_answer(await _ask(services, text, chat, hint_lang=None, context=context))
     _mark_forwarded(result.trace, asker)
     if result.status == Status.ERROR:
         await services.state.forget_repeat(asker, text)  # a retry of a failure deserves one
     decision_id = await _record(services, asker, "text", result)
+    await conversation.remember(services, asker, result, context)
     lang = _reply_lang(result, chat, asker)
     return Reply([render_result(result, lang)], decision_id,
                  speech_for(result, lang, chat.voice, is_voice_question=False))
@@ -128,9 +137,12 @@ async def _answer_voice(ctx: UpdateContext, voice: VoiceNote) -> Reply:
         heard = await _transcribe(services, asker, voice, chat, trace)
     except _VoiceRefused as refused:
         return await _voice_refusal(services, asker, ctx.ui, trace, refused)
-    result = bound_answer(await _ask(services, heard.text, chat, hint_lang=heard.language))
+    context = await conversation.current(services, asker)
+    result = bound_answer(await _ask(services, heard.text, chat, hint_lang=heard.language,
+                                     context=context))
     result.trace.stages[:0] = trace.stages
     decision_id = await _record(services, asker, "voice", result, heard)
+    await conversation.remember(services, asker, result, context)
     lang = _reply_lang(result, chat, asker, heard)
     return Reply([render_result(result, lang, transcript=heard.text)], decision_id,
                  speech_for(result, lang, chat.voice, is_voice_question=True))
@@ -251,11 +263,15 @@ def _advertised(voice: VoiceNote) -> str:
     return f"{size}, {voice.duration_s:g} s advertised"
 
 
-async def _ask(services: Services, query: str, chat: ChatSettings,
-               hint_lang: str | None) -> Result:
-    """The pipeline in the chat's mode; CPU-bound work runs in threads, off the event loop."""
+async def _ask(services: Services, query: str, chat: ChatSettings, hint_lang: str | None,
+               context: ChatContext | None = None) -> Result:
+    """The pipeline in the chat's mode, reading ``query`` after the chat's conversation
+    ``context`` when there is one (``after=``, issue 44; None: read alone); CPU-bound work runs
+    in threads, off the event loop. Every typed or spoken question reaches the pipeline here."""
     lang = None if chat.lang == "auto" else chat.lang
-    return await services.answerer.ask(query, lang=lang, hint_lang=hint_lang, mode=chat.mode)
+    after = None if context is None else context.turn
+    return await services.answerer.ask(query, lang=lang, hint_lang=hint_lang, mode=chat.mode,
+                                       after=after)
 
 
 def _mark_forwarded(trace: Trace, asker: Asker) -> None:
@@ -299,12 +315,13 @@ async def _record(services: Services, asker: Asker, source: str, result: Result,
     )
     log.info(
         "decision id=%d channel=%s chat_id=%d source=%s status=%s lang=%s mode=%s top=%s "
-        "floor=%s n_citations=%d pipeline_ms=%.1f stt_ms=%s forwarded=%s",
+        "floor=%s n_citations=%d pipeline_ms=%.1f stt_ms=%s forwarded=%s followup=%s",
         decision_id, asker.channel, asker.chat_id, source, result.status.value, result.lang,
         result.mode,
         _fmt(result.top_score), _fmt(result.floor), len(result.citations), result.trace.total_ms,
         f"{heard.elapsed_ms:.0f}" if heard else "-",
         asker.forwarded_from.split()[0] if asker.forwarded_from else "no",
+        _followup_field(result),
     )
     return decision_id
 
@@ -326,3 +343,11 @@ async def _voice_refusal(services: Services, asker: Asker, ui: str, trace: Trace
 
 def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
+
+
+def _followup_field(result: Result) -> str:
+    """The log's ``followup=``: ``used`` (read with the chat's context), ``alone`` (a context
+    was there, not leaned on), ``-`` (no context)."""
+    if result.followup is None:
+        return "-"
+    return "used" if result.followup.is_followup else "alone"

@@ -19,7 +19,16 @@ from bot.chat.messages import language_name, t
 from rag.language import detect_language, dominant_language
 from rag.romanized import to_latin
 from rag.text import excerpt
-from rag.types import Citation, Reason, ReasonCode, Result, Stage, Status, Trace
+from rag.types import (
+    Citation,
+    FollowUpReading,
+    Reason,
+    ReasonCode,
+    Result,
+    Stage,
+    Status,
+    Trace,
+)
 
 TRANSCRIPT_CHARS = 300
 """Longest transcript echoed above a voice answer ("You said: …"), in characters: enough for
@@ -149,10 +158,13 @@ def render_result_text(result: Result, lang: str, transcript: str | None = None)
     return PLAIN.render(render_result(result, lang, transcript))
 
 
-def render_trace(stages: Trace | Iterable[Stage], lang: str, query: str | None = None) -> Text:
-    """``/why``: a header, the question (if given, cut to about ``WHY_QUERY_CHARS``),
-    one line per stage ``name — decision: detail (elapsed ms to 1 decimal)`` (details cut to
-    about ``WHY_DETAIL_CHARS``), then the total in ms.
+def render_trace(stages: Trace | Iterable[Stage], lang: str, query: str | None = None,
+                 followup: FollowUpReading | None = None) -> Text:
+    """``/why``: a header, the question (if given, cut to about ``WHY_QUERY_CHARS``), how it
+    was read after the previous turn when ``followup`` is given (the result's
+    ``Result.followup``: "read with your previous question, searched as …", or "read on its
+    own"), one line per stage ``name — decision: detail (elapsed ms to 1 decimal)`` (details
+    cut to about ``WHY_DETAIL_CHARS``), then the total in ms.
 
     An empty trace gives the "nothing to explain yet" message.
     """
@@ -162,6 +174,11 @@ def render_trace(stages: Trace | Iterable[Stage], lang: str, query: str | None =
     lines = [_t(Span(t("why_header", lang), "bold"))]
     if query:
         lines.append(Text.plain(t("why_query", lang, query=excerpt(query, WHY_QUERY_CHARS))))
+    if followup is not None and followup.is_followup:
+        lines.append(Text.plain(t("why_followup_used", lang,
+                                  searched=excerpt(followup.searched, WHY_QUERY_CHARS))))
+    elif followup is not None:
+        lines.append(Text.plain(t("why_followup_alone", lang)))
     for stage in stage_list:
         detail = excerpt(stage.detail, WHY_DETAIL_CHARS)
         detail = f": {detail}" if detail else ""

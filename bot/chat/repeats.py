@@ -1,5 +1,9 @@
 """Repeated questions: the same text from the same chat within ``BOT_REPEAT_WINDOW_S`` seconds is
 answered once (a double tap, a client resending on a flaky connection, five impatient sends).
+Only the chat's last question is repeated: once another question came in between, the same text
+is a new question, since a short follow-up ("and a big one?") means something else after
+another question (issue 44); ``/new`` and a ``/lang`` change forget the chat's window
+(:meth:`RepeatFilter.forget_chat`).
 
 In memory, per process, like ``bot.chat.ratelimit``: after a restart a repeat is answered again,
 which is what a user who got no answer wants. Texts are compared as the pipeline reads them
@@ -45,7 +49,8 @@ class RepeatFilter:
 
     def check(self, chat_id: Hashable, message_id: int | None, text: str, now_s: float
               ) -> Repeat | None:
-        """None for a new question (remembered from now on), else the :class:`Repeat` it is.
+        """None for a new question (remembered from now on, in place of the chat's earlier
+        ones), else the :class:`Repeat` it is: the same text as the chat's last question.
         ``now_s`` is monotonic seconds. The same message seen again (an edit, a replay) is
         never its own repeat."""
         if self.window_s <= 0:
@@ -56,6 +61,7 @@ class RepeatFilter:
         key = question_key(text)
         seen = chat.get(key)
         if seen is None or (message_id is not None and seen.message_id == message_id):
+            chat.clear()  # a question in between: earlier texts are new questions again
             chat[key] = _Seen(message_id, now_s)
             return None
         seen.n_repeats += 1
@@ -64,6 +70,11 @@ class RepeatFilter:
     def forget(self, chat_id: Hashable, text: str) -> None:
         """Let ``text`` be asked again at once (its answer failed: a retry deserves one)."""
         self._seen.get(chat_id, {}).pop(question_key(text), None)
+
+    def forget_chat(self, chat_id: Hashable) -> None:
+        """Forget every question of the chat (``/new``: the next message is new whatever it
+        says)."""
+        self._seen.pop(chat_id, None)
 
 
 def question_key(text: str) -> str:

@@ -34,9 +34,12 @@ class Services:
     ``answerer`` answers in either mode: extractively with ``pipeline`` in ``pipeline_pool``,
     off the event loop (``BOT_PIPELINE_THREADS`` threads), generatively with ``llm``;
     ``clock`` returns monotonic seconds (a front end's own limits, e.g. the web page's new
-    sessions); ``channels`` holds each front end's :class:`~bot.chat.policy.ChannelPolicy`
-    (allow-list, size limits); ``tts`` speaks replies and ``voice_pool`` encodes them
-    (``BOT_VOICE_THREADS`` threads; ``bot.chat.voice_reply``). ``state`` is the rate limit,
+    sessions), ``wall_clock`` Unix seconds (the age of a chat's conversation context,
+    ``bot.chat.conversation``, stored in the database, so replicas and restarts agree on it;
+    a test may fix either); ``channels`` holds each front end's
+    :class:`~bot.chat.policy.ChannelPolicy` (allow-list, size limits); ``tts`` speaks replies
+    and ``voice_pool`` encodes them (``BOT_VOICE_THREADS`` threads; ``bot.chat.voice_reply``).
+    ``state`` is the rate limit,
     the repeat window and the spoken-reply cache (:class:`~bot.chat.state.ChatState`): in this
     process on SQLite, in the database replicas share on PostgreSQL (``bot.chat.state``
     picks, once, in :meth:`open`).
@@ -53,6 +56,7 @@ class Services:
     voice_pool: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="voice"))
     clock: Callable[[], float] = time.monotonic
+    wall_clock: Callable[[], float] = time.time
     channels: dict[str, ChannelPolicy] = field(default_factory=dict)
     answerer: Answerer = field(init=False)
 

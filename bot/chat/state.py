@@ -75,6 +75,11 @@ class ChatState(ABC):
     async def forget_repeat(self, asker: Asker, text: str) -> None:
         """Let ``text`` be asked again at once in ``asker``'s chat (its answer failed)."""
 
+    @abstractmethod
+    async def forget_repeats(self, asker: Asker) -> None:
+        """Forget every question of ``asker``'s chat in the repeat window (``/new``, a
+        ``/lang`` change: ``bot.chat.conversation.forget``)."""
+
     async def cached_voice(self, key: VoiceKey) -> VoiceAudio | None:
         """The voice note made before for ``key``: from memory, else from where the
         implementation keeps them (:meth:`_stored_voice`); None when there is none."""
@@ -142,6 +147,9 @@ class InProcessState(ChatState):
     async def forget_repeat(self, asker: Asker, text: str) -> None:
         self.repeats.forget((asker.channel, asker.chat_id), text)
 
+    async def forget_repeats(self, asker: Asker) -> None:
+        self.repeats.forget_chat((asker.channel, asker.chat_id))
+
     async def _stored_voice(self, key: VoiceKey) -> VoiceAudio | None:
         return None  # memory only: the cache in front was the one place
 
@@ -205,6 +213,9 @@ class SharedState(ChatState):
 
     async def forget_repeat(self, asker: Asker, text: str) -> None:
         await self.repeats.forget(f"{asker.channel}:{asker.chat_id}", question_key(text))
+
+    async def forget_repeats(self, asker: Asker) -> None:
+        await self.repeats.forget_chat(f"{asker.channel}:{asker.chat_id}")
 
     async def _stored_voice(self, key: VoiceKey) -> VoiceAudio | None:
         """The file another replica made and indexed; None when there is none (or it is

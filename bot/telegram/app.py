@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 
 ALLOWED_UPDATES = [Update.MESSAGE, Update.EDITED_MESSAGE]
 """Update types the bot asks for (an edited question is answered again)."""
-COMMANDS = ("start", "help", "why", "lang", "mode", "voice")
+COMMANDS = ("start", "help", "why", "new", "lang", "mode", "voice")
 TELEGRAM_DOWNLOAD_LIMIT_BYTES = 20 * 1024 * 1024
 """Largest file a bot may download (Bot API ``getFile``: "up to 20 MB in size")."""
 

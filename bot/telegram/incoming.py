@@ -92,7 +92,7 @@ def message_kind(message: Message) -> str:
     return next((kind for kind in _KINDS if getattr(message, kind, None)), "other")
 
 
-KNOWN_COMMANDS = frozenset({"start", "help", "why", "lang", "mode", "voice"})
+KNOWN_COMMANDS = frozenset({"start", "help", "why", "new", "lang", "mode", "voice"})
 """The commands of the menu (``bot.telegram.app.COMMANDS``)."""
 
 

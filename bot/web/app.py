@@ -472,7 +472,8 @@ class WebFrontEnd(MessageLifecycle):
         exchange.decision_id, exchange.kind, exchange.lang = stored.id, kind_of(result), \
             result.lang
         exchange.chain = render_trace(result.trace, result.lang,
-                                      query=result.query or stored.transcript)
+                                      query=result.query or stored.transcript,
+                                      followup=result.followup)
 
 
 def chat_id_of_key(key: str) -> int:

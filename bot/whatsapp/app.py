@@ -18,8 +18,8 @@ Meta's webhook at ``WHATSAPP_WEBHOOK_PATH`` (``/webhook``):
   too late" apology instead of an answer, as on Telegram.
 
 This module only converts: ``text`` goes to ``bot.chat.questions.reply_to_text`` (commands
-also as bare words: ``why``, ``help``, ``lang hi``); ``audio`` (voice notes and audio files) is
-looked up (``GET /{media-id}``) and downloaded with the bearer token by the voice note's
+also as bare words: ``why``, ``help``, ``new``, ``lang hi``); ``audio`` (voice notes and audio
+files) is looked up (``GET /{media-id}``) and downloaded with the bearer token by the voice note's
 ``fetch``; a ``reaction`` is logged, not answered; any other type gets the "I understand text
 questions and voice notes" notice. Replies are delivered by ``bot.chat.delivery`` through
 :class:`WhatsAppOutbox`: ``POST /{phone-number-id}/messages`` in WhatsApp's formatting
