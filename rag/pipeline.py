@@ -179,8 +179,12 @@ class Pipeline:
         result (``lang`` None reads as ``en``)."""
         log.exception("pipeline error query_chars=%d", len(query or ""))
         message = f"{type(exc).__name__}: {exc}"
+        try:  # the reply is worded in the question's language when it can be read
+            basis = read_language(query or "", lang)
+        except ValueError:
+            basis = None
         return Result(Status.ERROR, query, lang or "en", message=message, trace=trace,
-                      reason=Reason(ReasonCode.PIPELINE_ERROR, message))
+                      reason=Reason(ReasonCode.PIPELINE_ERROR, message), basis=basis)
 
     def prepare(
         self, query: str, lang: str | None, hint_lang: str | None, trace: Trace

@@ -200,15 +200,11 @@ def gate_label(item: Item, selection: Selection | None) -> int | None:
 
 
 SCREEN_BAND = 0.2
-"""How far (in probability) the screen must be from its threshold to decide without embedding
-the answer (rag/answer/gate.py). Out of fold (5 folds, 1,160 cases that reach the gate) ``main`` prints
-how often the screen decides alone and how many decisions differ from the full gate's
-(``--screen-band``): 0.1 alone for 84.5 % and 6 decisions differ (en near-misses answered 21.3 →
-23.0 %), 0.2 for 61.6 % and 1, 0.3 for 32.6 % and none. 0.2 was chosen on these figures (a
-speed knob: the correctness figures reported are those of the screened gate), in the previous
-round, on the natural questions that are now the test set; on this round's training questions
-the screen decides alone for 45.7 % of 4,496 cases and 19 decisions differ from the full
-gate's."""
+"""How far (in probability) the screen must be from its thresholds to decide without embedding
+the answer (rag/answer/gate.py): a speed knob, chosen on how often the screen decides alone and
+how many of its decisions differ from the full gate's, which ``main`` prints
+(``--screen-band``; the figures: docs/benchmarks.md). The correctness figures reported are those
+of the screened gate."""
 
 def natural_totals(items: list[Item], keep: Callable[[Item], bool] = lambda it: True
                    ) -> dict[str, tuple[int, int]]:

@@ -35,6 +35,7 @@ from rag.types import (
     Citation,
     FallbackCode,
     FollowUpReading,
+    LanguageBasis,
     Reason,
     Result,
     Stage,
@@ -244,8 +245,8 @@ class Database:
             json.dumps(result.reason.to_dict(), ensure_ascii=False))
         code = None if result.reason is None else result.reason.code.value
         fallback = None if result.fallback is None else result.fallback.value
-        followup = None if result.followup is None else _storable(
-            json.dumps(asdict(result.followup), ensure_ascii=False))
+        followup, basis = (None if fact is None else _storable(json.dumps(
+            asdict(fact), ensure_ascii=False)) for fact in (result.followup, result.basis))
         async with self._transaction() as conn:
             row = await conn.fetchone(
                 """
@@ -254,9 +255,9 @@ class Database:
                     query, lang, status, mode, answer, answer_lang, message,
                     top_score, floor, is_low_confidence, citations, trace,
                     total_ms, stt_ms, reply_ms, reason, fallback, searched,
-                    best_passage_id, best_passage_score, followup
+                    best_passage_id, best_passage_score, followup, language_basis
                 ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
-                          ?, ?, ?)
+                          ?, ?, ?, ?)
                 RETURNING id
                 """,
                 (
@@ -266,6 +267,7 @@ class Database:
                     int(result.is_low_confidence), citations, trace,
                     result.trace.total_ms, stt_ms, reply_ms, reason, fallback, searched,
                     _storable(result.best_passage_id), result.best_passage_score, followup,
+                    basis,
                 ),
             )
             decision_id = row[0]
@@ -294,18 +296,24 @@ class Database:
             if n_rows == 0:
                 raise DecisionNotFoundError(decision_id)
 
-    async def add_stages(self, decision_id: int, stages: list[Stage]) -> None:
+    async def add_stages(self, decision_id: int, stages: list[Stage],
+                         tts_failure: str | None = None) -> None:
         """Append ``stages`` to a recorded decision's trace (work done after the reply was
-        built, e.g. the spoken reply's ``text_to_speech``), so ``/why`` shows them; the
-        decision's ``total_ms`` stays the pipeline's. DecisionNotFoundError if no such id."""
+        built, e.g. the spoken reply's ``text_to_speech``), so ``/why`` shows them, and record
+        ``tts_failure`` (why the spoken reply could not be made, e.g. ``timeout``) when given;
+        the decision's ``total_ms`` stays the pipeline's. DecisionNotFoundError if no such
+        id."""
         async with self._transaction() as conn:
             await conn.lock(f"decision:{decision_id}")
             row = await conn.fetchone("SELECT trace FROM decisions WHERE id = ?", (decision_id,))
             if row is None:
                 raise DecisionNotFoundError(decision_id)
             trace = json.loads(row["trace"]) + [asdict(stage) for stage in stages]
-            await conn.execute("UPDATE decisions SET trace = ? WHERE id = ?",
-                               (_storable(json.dumps(trace, ensure_ascii=False)), decision_id))
+            await conn.execute(
+                "UPDATE decisions SET trace = ?, tts_failure = COALESCE(?, tts_failure) "
+                "WHERE id = ?",
+                (_storable(json.dumps(trace, ensure_ascii=False)), _storable(tts_failure),
+                 decision_id))
 
     async def last_decision(self, channel: str, chat_id: int) -> StoredDecision | None:
         """The chat's most recent decision (what ``/why`` explains), or None if it has none."""
@@ -473,6 +481,7 @@ def _decision_from_row(row: aiosqlite.Row) -> StoredDecision:
         best_passage_score=row["best_passage_score"],
         followup=None if row["followup"] is None
         else FollowUpReading(**json.loads(row["followup"])),
+        basis=_basis(row["language_basis"]),
     )
     return StoredDecision(
         id=row["id"],
@@ -503,3 +512,11 @@ def _refusal_from_row(row: aiosqlite.Row) -> StoredRefusal:
         floor=row["floor"],
         reason=row["reason"],
     )
+
+
+def _basis(stored: str | None) -> LanguageBasis | None:
+    """The :class:`LanguageBasis` stored as JSON (its ``tied`` a list there), or None."""
+    if stored is None:
+        return None
+    data = json.loads(stored)
+    return LanguageBasis(**{**data, "tied": tuple(data.get("tied", ()))})

@@ -19,6 +19,8 @@ in ``tests/test_storage.py``.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 
@@ -468,3 +470,38 @@ async def m011_chat_context(conn: Tx) -> None:
         """
     )
     await conn.execute("ALTER TABLE decisions ADD COLUMN followup TEXT")
+
+
+@migration
+async def m012_decision_facts(conn: Tx) -> None:
+    """Facts the chat layer and the dashboard read as fields, not out of text (issue 41):
+    ``decisions.language_basis`` (how the question's language was decided and what was
+    searched: :class:`rag.types.LanguageBasis` as JSON; NULL where the language stage did not
+    run, and in older rows) and ``decisions.tts_failure`` (why the spoken reply could not be
+    made: the speech client's reason, e.g. ``timeout`` or ``server_error``, or ``encode`` when
+    its WAV could not be encoded; NULL when it was made or not asked for, and in older rows,
+    which are backfilled here from the failed stage's text, as the dashboard read it before)."""
+    await conn.execute("ALTER TABLE decisions ADD COLUMN language_basis TEXT")
+    await conn.execute("ALTER TABLE decisions ADD COLUMN tts_failure TEXT")
+    rows = await conn.fetchall(
+        "SELECT id, trace FROM decisions WHERE trace LIKE '%\"failed\"%'", ())
+    for decision_id, trace in rows:
+        kind = _tts_failure_of(json.loads(trace))
+        if kind is not None:
+            await conn.execute("UPDATE decisions SET tts_failure = ? WHERE id = ?",
+                               (kind, decision_id))
+
+
+def _tts_failure_of(stages: list[dict]) -> str | None:
+    """The kind of a failed spoken reply in a stored trace (m012's backfill): the reason that
+    ``bot.chat.voice_reply`` wrote first in a failed ``text_to_speech`` stage's detail
+    (``timeout: ReadTimeout after 10 s``), or ``encode`` for a failed ``encode_voice``."""
+    for stage in stages:
+        if stage.get("decision") != "failed":
+            continue
+        if stage.get("name") == "encode_voice":
+            return "encode"
+        if stage.get("name") == "text_to_speech":
+            head = (stage.get("detail") or "").split(":", 1)[0]
+            return head if re.fullmatch(r"[a-z_]+", head) else "other"
+    return None

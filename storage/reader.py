@@ -22,7 +22,6 @@ chat id 0 without a message id is the console; everything else is Telegram, the 
 from __future__ import annotations
 
 import json
-import re
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -218,6 +217,8 @@ class DecisionReader:
         self.best_passage_sql = (  # before m009: not recorded
             "d.best_passage_id, d.best_passage_score" if "best_passage_id" in decision_columns
             else "NULL AS best_passage_id, NULL AS best_passage_score")
+        self.tts_failure_sql = (  # before m012: read from the stage's text
+            "d.tts_failure" if "tts_failure" in decision_columns else "NULL AS tts_failure")
         # each traced stage of each decision, as rows s (s.key: its place in the trace)
         self.stages_sql = f"decisions d, {json_elements(dialect, 'd.trace', 's')}"
         self.stage_sql = {key: json_field(dialect, "s.value", key)
@@ -355,7 +356,8 @@ class DecisionReader:
         stage = self.stage_sql
         rows = await self._all(
             f"SELECT d.id, d.created_at, {self.channel_sql} AS channel, d.reason, "
-            f"{stage['name']} AS stage, {stage['detail']} AS detail, {stage['elapsed_ms']} AS ms "
+            f"{self.tts_failure_sql}, {stage['name']} AS stage, {stage['detail']} AS detail, "
+            f"{stage['elapsed_ms']} AS ms "
             # a plain text match first (a superset) spares parsing every trace
             f"FROM {self.stages_sql} WHERE (d.trace LIKE '%\"error\"%' OR d.trace LIKE "
             f"'%\"failed\"%') AND {stage['name']} IN ({names}) AND "
@@ -428,10 +430,8 @@ def _speech_failure(r: Any) -> SpeechFailure:
     if service == "stt":
         reason = json.loads(r["reason"]) if r["reason"] else {}
         kind = reason.get("key") or "unknown"
-    else:  # bot.chat.voice_reply: "<ServiceError.reason>: <detail>"; encoding: the AudioError
-        head = detail.split(":", 1)[0]
-        kind = head if re.fullmatch(r"[a-z_]+", head) else "encode" if \
-            r["stage"] == "encode_voice" else "other"
+    else:  # recorded as a field (m012; older rows backfilled by it)
+        kind = r["tts_failure"] or "other"
     return SpeechFailure(r["id"], datetime.fromisoformat(r["created_at"]), r["channel"], service,
                          r["stage"], kind, detail, float(r["ms"] or 0.0))
 

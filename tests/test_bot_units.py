@@ -12,7 +12,7 @@ from telegram import Chat, File, Message, MessageEntity, User
 from bot.chat.commands import Command, parse_command
 from bot.chat.ratelimit import RateLimiter
 from bot.chat.render import PLAIN, Span, Text
-from bot.chat.types import Asker, script_language, ui_language
+from bot.chat.types import Asker, ui_language
 from bot.cli import main
 from bot.errors import SettingsError, StartupError, VoiceDownloadError
 from bot.settings import Settings
@@ -25,6 +25,7 @@ from bot.telegram.incoming import (
     question_text,
 )
 from bot.telegram.startup import check_telegram_settings
+from rag.language import script_language
 from storage.ratelimit import RateDecision
 
 BOT_ID, BOT_NAME = 999, "voicerag_test_bot"

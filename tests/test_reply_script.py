@@ -14,6 +14,7 @@ import pytest
 from bot.chat.render import render_result_text, replies_in_latin
 from bot.chat.voice_reply import speech_for
 from bot.terminal.ask import ask_once, format_result
+from rag.language import read_language
 from rag.romanized import to_latin
 from rag.types import Citation, Reason, ReasonCode, Result, Status
 from storage import Database
@@ -45,6 +46,7 @@ def _answered(query: str, status: Status = Status.ANSWERED) -> Result:
                     probability=0.6, threshold=0.7) if status is Status.HEDGED else None
     return Result(status, query, "hi", answer="एक Xbox 360 की कीमत लगभग $200 है।",
                   answer_lang="hi", top_score=0.9, floor=0.8, reason=reason,
+                  basis=read_language(query),
                   citations=[Citation("hi-331047-2", "hi", 0.9, "एक Xbox 360 की कीमत")])
 
 
@@ -69,6 +71,7 @@ def test_the_same_answer_to_devanagari_stays_in_devanagari():
 
 def test_a_refusal_to_latin_letters_is_in_latin_letters():
     result = Result(Status.REFUSED_NO_MATCH, CHAI_HI_LATIN, "hi", top_score=0.7, floor=0.79,
+                    basis=read_language(CHAI_HI_LATIN),
                     reason=Reason(ReasonCode.BELOW_FLOOR, "x", score=0.7, floor=0.79, lang="hi"))
     text = render_result_text(result, "hi")
     assert not INDIC.search(text)

@@ -77,6 +77,8 @@ EXPECTED = {
         "best_passage_id": "TEXT",
         "best_passage_score": "REAL",
         "followup": "TEXT",
+        "language_basis": "TEXT",
+        "tts_failure": "TEXT",
     },
     "refusals": {
         "id": "INTEGER",

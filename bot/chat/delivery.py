@@ -119,5 +119,5 @@ async def speak(services: Services, outbox: Outbox, asker: Asker, reply: Reply,
         except DeliveryError as exc:
             decision, detail = "failed", str(exc)
         stages.append(Stage("send_voice", decision, detail, (time.perf_counter() - start) * 1e3))
-    await record_voice(services, asker, reply, stages)
+    await record_voice(services, asker, reply, stages, made.failure)
     return " voice=failed" if any(s.decision == "failed" for s in stages) else " voice=ok"

@@ -28,11 +28,12 @@ from bot.chat.render import Text, render_result
 from bot.chat.repeats import Repeat
 from bot.chat.services import Services
 from bot.chat.speech import is_filler_only, measure_speech
-from bot.chat.types import Asker, Reply, VoiceNote, script_language, ui_language
+from bot.chat.types import Asker, Reply, VoiceNote, ui_language
 from bot.chat.voice_reply import speech_for
 from bot.errors import BotError, VoiceDownloadError
 from clients.stt import Transcript
 from rag.errors import ServiceError
+from rag.language import script_language
 from rag.text import clean_query
 from rag.types import Reason, ReasonCode, Result, Stage, Status, Trace
 from storage.db import ChatContext, ChatSettings, StoredDecision
@@ -150,12 +151,13 @@ async def _answer_voice(ctx: UpdateContext, voice: VoiceNote) -> Reply:
 
 def _reply_lang(result: Result, chat: ChatSettings, asker: Asker,
                 heard: Transcript | None = None) -> str:
-    """The question's language ``result.lang`` when something determined it: the chat's
-    ``/lang``, speech-to-text's language code (en/hi/gu/te), or the script of the question.
-    Otherwise (emoji, digits, Chinese, a Tamil voice note) the pipeline's ``en`` is only a
-    default, so the reply follows the chat or the user (see :func:`ui_language`)."""
+    """The question's language ``result.lang`` when something determined it
+    (``result.basis.is_determined``: the chat's ``/lang``, speech-to-text's language code, or
+    the script of the question). Otherwise (emoji, digits, Chinese, a Tamil voice note, or no
+    language stage) the pipeline's ``en`` is only a default, so the reply follows the chat or
+    the user (see :func:`ui_language`)."""
     if chat.lang != "auto" or (heard is not None and heard.language) \
-            or script_language(result.query):
+            or (result.basis is not None and result.basis.is_determined):
         return result.lang
     return ui_language(chat.lang, asker)
 

@@ -16,7 +16,6 @@ from typing import Literal
 
 from bot.chat.limits import ANSWER_BOUND_STAGE
 from bot.chat.messages import language_name, t
-from rag.language import detect_language, dominant_language
 from rag.romanized import to_latin
 from rag.text import excerpt
 from rag.types import (
@@ -138,15 +137,12 @@ def render_result(result: Result, lang: str, transcript: str | None = None) -> T
 
 
 def replies_in_latin(result: Result, lang: str) -> bool:
-    """Whether the reply to ``result`` in ``lang`` is written in Latin letters: the question
-    is ``lang`` written in Latin letters, i.e. its words are mostly Latin (by script,
-    :func:`rag.language.dominant_language`) and they read as ``lang`` all the same
-    (:func:`rag.language.detect_language`: Hindi from "xbox 360 ki keemat kitni hai"), ``lang``
-    being written in another script. An English question in a chat set to ``/lang hi`` is
-    answered in Devanagari, as that chat asked. The text reply only: a voice note speaks the
+    """Whether the reply to ``result`` in ``lang`` is written in Latin letters: the pipeline
+    read the question as Hindi typed in Latin letters ("xbox 360 ki keemat kitni hai",
+    ``result.basis``) and the reply is Hindi. An English question in a chat set to ``/lang hi``
+    is answered in Devanagari, as that chat asked. The text reply only: a voice note speaks the
     language itself, and the decision log keeps the answer as the passage has it."""
-    return (lang != "en" and bool(result.query) and dominant_language(result.query) == "en"
-            and detect_language(result.query) == lang)
+    return result.basis is not None and result.basis.replies_in_latin(lang)
 
 
 def _as_is(text: str) -> str:

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from bot.chat.render import Text
-from rag.language import detect_language, normalise_language, script_of
+from rag.language import normalise_language
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,16 +95,3 @@ def ui_language(chat_lang: str, asker: Asker, fallback: str | None = None) -> st
         return chat_lang
     return fallback or asker.interface_lang or "en"
 
-
-def script_language(text: str) -> str | None:
-    """The corpus language ``text`` is written in, judged by its letters: ``te``/``gu``/``hi``
-    when it has Telugu, Gujarati or Devanagari letters (the most wins, as in
-    ``rag.language.detect_language``), ``en`` when at least half its letters are Latin, else
-    None: no letters (emoji, digits) or mostly another script (Tamil, Chinese). Scripts are
-    ``rag.language.script_of``'s."""
-    indic = detect_language(text)
-    if indic != "en":
-        return indic
-    letters = [ch for ch in text if ch.isalpha()]
-    n_latin = sum(script_of(ch) == "en" for ch in letters)
-    return "en" if letters and 2 * n_latin >= len(letters) else None

@@ -123,6 +123,9 @@ class VoiceOutcome:
 
     audio: VoiceAudio | None
     stages: list[Stage]
+    failure: str | None = None
+    """Why it could not be made: the speech client's reason (``ServiceError.reason``, e.g.
+    ``timeout``) or ``encode``; None when it was made."""
 
 
 async def make_voice(services: Services, speech: Speech) -> VoiceOutcome:
@@ -147,7 +150,7 @@ async def make_voice(services: Services, speech: Speech) -> VoiceOutcome:
         synthesized = await services.tts.synthesize(speech.text, speech.lang)
     except ServiceError as exc:
         return VoiceOutcome(None, [Stage(STAGE, "failed", f"{exc.reason}: {exc.detail}",
-                                         _ms_since(start))])
+                                         _ms_since(start))], exc.reason)
     spoken = Stage(STAGE, "ok", f"{voice}, {synthesized.n_parts} part(s), "
                                 f"{synthesized.n_attempts} attempt(s), {len(speech.text)} chars",
                    _ms_since(start))
@@ -157,7 +160,7 @@ async def make_voice(services: Services, speech: Speech) -> VoiceOutcome:
             services.voice_pool, encode_voice_note, synthesized.wav)
     except AudioError as exc:
         return VoiceOutcome(None, [spoken, Stage(ENCODE_STAGE, "failed", str(exc),
-                                                 _ms_since(start))])
+                                                 _ms_since(start))], "encode")
     await services.state.keep_voice(key, audio)
     return VoiceOutcome(audio, [spoken, Stage(
         ENCODE_STAGE, "ok", f"{audio.duration_s:.1f} s of audio, {len(synthesized.wav)} bytes WAV "
@@ -165,10 +168,10 @@ async def make_voice(services: Services, speech: Speech) -> VoiceOutcome:
 
 
 async def record_voice(services: Services, asker: Asker, reply: Reply,
-                       stages: list[Stage]) -> None:
+                       stages: list[Stage], failure: str | None = None) -> None:
     """Log the spoken reply as one line (``voice_reply ... status=ok|cached|failed``) and add
     its ``stages`` (:class:`VoiceOutcome`'s, then how it was delivered) to the decision's
-    trace."""
+    trace, with ``failure`` (:attr:`VoiceOutcome.failure`) as its ``tts_failure``."""
     failed = next((s for s in stages if s.decision == "failed"), None)
     status = "failed" if failed else stages[0].decision
     log_at = log.warning if failed else log.info
@@ -180,7 +183,7 @@ async def record_voice(services: Services, asker: Asker, reply: Reply,
            + (f" stage={failed.name} detail={failed.detail}" if failed else ""))
     if reply.decision_id is not None:
         try:
-            await services.db.add_stages(reply.decision_id, stages)
+            await services.db.add_stages(reply.decision_id, stages, failure)
         except DecisionNotFoundError:  # a test or an operator cleared it
             log.warning("voice_reply_untraced decision_id=%s", reply.decision_id)
 
