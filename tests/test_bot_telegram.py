@@ -10,11 +10,13 @@ import asyncio
 import itertools
 import logging
 import re
+import sqlite3
 import time
 from dataclasses import replace
 
 import pytest
 
+from bot.chat.messages import t
 from bot.settings import BotSettings, Settings, TelegramSettings
 from bot.telegram.app import build_application, polling
 from clients.openrouter import OpenRouterSettings
@@ -570,6 +572,49 @@ async def test_lang_choice_persists_and_forces_the_answer_language(bot, tg, bot_
     assert stored.result.trace.get("language").detail == "explicit"
     async with await Database.open(bot_settings.bot.db_path) as db:
         assert (await db.get_chat_settings("telegram", CHAT)).lang == "hi"
+
+
+async def test_a_pipeline_that_raises_gets_the_error_reply_in_the_chats_lang_via_the_outbox(
+        bot, tg, bot_settings, fake_pipeline, monkeypatch, caplog):
+    """Issue 41: the error reply goes through the lifecycle's decisions, as on WhatsApp and the
+    web: the chat's ``/lang`` (not the user's English), the outbox (quoting the question), and
+    the inbox outcome ``error`` (it was ``no_reply``)."""
+    await tg.push_text(CHAT, "/lang hi")
+    await replies(tg)
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("a bug in the pipeline")
+
+    monkeypatch.setattr(fake_pipeline, "ask", broken)
+    outbox = bot.bot_data["outbox"]
+    sent_by_outbox: list[list[str]] = []
+    send_text = outbox.send_text
+
+    async def recording(asker, texts, on_wire):
+        sent_by_outbox.append([str(text) for text in texts])
+        return await send_text(asker, texts, on_wire)
+
+    monkeypatch.setattr(outbox, "send_text", recording)
+    update = await tg.push_text(CHAT, XBOX, language_code="en")
+    [call] = await tg.wait_for("sendMessage")
+    assert shown(call) == t("error", "hi") != t("error", "en")
+    assert sent_by_outbox == [[t("error", "hi")]]
+    message_id = update["message"]["message_id"]
+    assert call.params["reply_parameters"]["message_id"] == message_id
+    key = f"{CHAT}/{message_id}/0"
+    deadline = time.monotonic() + 10
+    while (row := inbox_row(bot_settings, key))[0] != "done" and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    assert row == ("done", "error")
+    assert "unhandled_error chat_id=4242" in caplog.text
+    assert "RuntimeError: a bug in the pipeline" in caplog.text
+
+
+def inbox_row(settings: Settings, key: str) -> tuple[str, str | None]:
+    """(status, outcome) of the Telegram inbox row ``key`` (``<chat>/<message>/<version>``)."""
+    with sqlite3.connect(settings.bot.db_path) as conn:
+        return conn.execute("SELECT status, outcome FROM inbox WHERE channel = 'telegram' AND "
+                            "message_key = ?", (key,)).fetchone()
 
 
 async def test_lang_and_mode_without_argument_show_the_current_setting_and_usage(bot, tg):
