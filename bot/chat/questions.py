@@ -31,6 +31,7 @@ from bot.chat.voice_reply import speech_for
 from bot.errors import BotError, VoiceDownloadError
 from clients.stt import Transcript
 from rag.errors import ServiceError
+from rag.numbers import side_by_side
 from rag.text import clean_query
 from rag.types import Reason, ReasonCode, Result, Stage, Status, Trace
 from storage.db import ChatSettings, StoredDecision
@@ -302,7 +303,7 @@ async def _record(services: Services, asker: Asker, source: str, result: Result,
         "floor=%s n_citations=%d pipeline_ms=%.1f stt_ms=%s forwarded=%s",
         decision_id, asker.channel, asker.chat_id, source, result.status.value, result.lang,
         result.mode,
-        _fmt(result.top_score), _fmt(result.floor), len(result.citations), result.trace.total_ms,
+        *_top_and_floor(result), len(result.citations), result.trace.total_ms,
         f"{heard.elapsed_ms:.0f}" if heard else "-",
         asker.forwarded_from.split()[0] if asker.forwarded_from else "no",
     )
@@ -326,3 +327,11 @@ async def _voice_refusal(services: Services, asker: Asker, ui: str, trace: Trace
 
 def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
+
+
+def _top_and_floor(result: Result) -> tuple[str, str]:
+    """The log line's ``top`` and ``floor``, compared as the guard compared them
+    (:func:`rag.numbers.side_by_side`); ``-`` when unknown."""
+    if result.top_score is None or result.floor is None:
+        return _fmt(result.top_score), _fmt(result.floor)
+    return side_by_side(result.top_score, result.floor)
