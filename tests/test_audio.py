@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import re
+import time
 import tracemalloc
 import wave
 
@@ -245,8 +246,8 @@ def test_a_whole_note_and_one_cut_at_max_seconds_log_no_warning(caplog):
 
 def test_check_ogg_reads_the_pages_claim_and_garbage_after_them():
     ogg = sine_ogg(4)
-    assert check_ogg(ogg) == ("", pytest.approx(4.0, abs=0.03), "")
-    damage, claimed_s, implausible = check_ogg(ogg + b"\0" * 10)
+    assert check_ogg(ogg) == ("", pytest.approx(4.0, abs=0.03), "", True)
+    damage, claimed_s, implausible, _ = check_ogg(ogg + b"\0" * 10)
     assert damage.startswith("10 bytes at offset") and claimed_s == pytest.approx(4.0, abs=0.03)
     assert implausible == ""
     assert check_ogg(ogg[:20]).damage.startswith("the last page is cut in its header")
@@ -281,6 +282,44 @@ def test_a_granule_position_its_packets_do_not_explain_is_implausible(granule, w
     assert check.claimed_s is None
     assert check.implausible == f"the granule position of the page at offset {offset} {why} " \
         "(RFC 7845 4)"
+
+
+def test_damage_past_the_decoding_limit_is_not_a_partial_decode(caplog):
+    """A 40 s note cut at 36 s, decoded to 10 s on purpose (``max_seconds``): the pages are
+    walked only as far as the decoder reads, and nothing is logged."""
+    ogg = sine_ogg(40)
+    cut = ogg[: int(len(ogg) * 0.9)]
+    check = check_ogg(cut, max_seconds=10)
+    assert (check.damage, check.implausible, check.is_whole) == ("", "", False)
+    assert 10 <= check.claimed_s < 12
+    assert check_ogg(cut).damage.startswith("the last page is cut")
+    with caplog.at_level("WARNING", logger="bot.chat.audio"):
+        transcode_to_wav(cut, max_seconds=10)
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
+
+
+def test_checking_20_mb_of_tiny_packets_stops_at_the_decoding_limit():
+    """The walk is one step per packet (at least 2.5 ms of sound each): 20 MB of one-byte
+    packets (24,896 s claimed, 8.4 million packets) is checked only as far as the decoder
+    reads (61 s: 24,400 packets), in well under a second."""
+    head = b"OpusHead" + bytes([1, 1]) + (312).to_bytes(2, "little") + bytes(7)
+    data = fake_page(0, [head], flags=2) + fake_page(0, [b"OpusTags" + bytes(8)])
+    packets = [bytes([16 << 3])] * 255  # CELT 2.5 ms, code 0: 120 samples each
+    n_pages = (MAX_AUDIO_BYTES - len(data)) // len(fake_page(0, packets))
+    data += b"".join(fake_page((i + 1) * 255 * 120, packets) for i in range(n_pages))
+    start = time.perf_counter()
+    check = check_ogg(data, max_seconds=61)
+    took_s = time.perf_counter() - start
+    assert (check.damage, check.implausible, check.is_whole) == ("", "", False)
+    assert 61 <= check.claimed_s < 62 and took_s < 1.0, took_s
+
+
+def fake_page(granule: int, packets: list[bytes], flags: int = 0) -> bytes:
+    """One Ogg page (RFC 3533) of ``packets``, each under 255 bytes, CRC left 0 (check_ogg
+    does not read it)."""
+    table = bytes(len(packet) for packet in packets)
+    return (b"OggS" + bytes([0, flags]) + granule.to_bytes(8, "little", signed=True)
+            + b"\1\0\0\0" + bytes(8) + bytes([len(table)]) + table + b"".join(packets))
 
 
 @pytest.mark.parametrize(("packet", "samples"), [

@@ -124,7 +124,7 @@ def _warn_if_partial(data: bytes, decoded_s: float, max_seconds: float | None) -
     or hostile header can claim anything (2**40 samples: 265 days)."""
     if data[:4] != b"OggS":
         return
-    damage, claimed_s, implausible = check_ogg(data)
+    damage, claimed_s, implausible, is_whole = check_ogg(data, max_seconds)
     if implausible:
         if damage:
             logger.warning("audio decoded in part: n_bytes=%d; the note was cut or damaged (%s); "
@@ -138,7 +138,8 @@ def _warn_if_partial(data: bytes, decoded_s: float, max_seconds: float | None) -
         else min(claimed_s, max_seconds)
     is_short = expected_s is not None and decoded_s < expected_s - PARTIAL_DECODE_S
     if damage or is_short:
-        claims = "" if claimed_s is None else f" of the {claimed_s:.2f} s its pages claim"
+        claims = "" if claimed_s is None else \
+            f" of the {claimed_s:.2f}{'' if is_whole else '+'} s its pages claim"
         logger.warning("audio decoded in part: n_bytes=%d decoded_s=%.2f%s; %s", len(data),
                        decoded_s, claims, damage or "pages claim more sound than decoded")
 
