@@ -523,12 +523,32 @@ async def test_30000_character_transcript_is_echoed_cut_in_one_message(bot, tg, 
 
 
 @pytest.mark.slow  # waits out Retry-After: 1 s
-async def test_retry_after_is_honoured(bot, tg):
+async def test_retry_after_is_honoured(bot, tg, caplog):
     tg.fail_next("sendMessage", 429, retry_after=1)
     await tg.push_text(CHAT, "/help")
     refused, delivered = await tg.wait_for("sendMessage", 2)
     assert delivered.at - refused.at >= 1.0
     assert "Ask me a question" in shown(delivered)
+    assert ("telegram.retry_after endpoint=sendMessage chat_id=4242 retry_after_s=1 "
+            "max_retries=3:") in caplog.text
+
+
+async def test_a_429_is_logged_with_its_retry_after_seconds_and_when_given_up(
+        tg, bot_settings, fake_pipeline, caplog):
+    """Issue 41: each 429 (Too Many Requests) is logged with the seconds Telegram asked to wait
+    (the fake Bot API answers ``parameters.retry_after``: 7), and so is giving up after
+    ``TELEGRAM_MAX_RETRIES`` (0 here: no wait)."""
+    settings = replace(bot_settings, telegram=replace(bot_settings.telegram, max_retries=0))
+    async with running(settings, fake_pipeline):
+        tg.fail_next("sendMessage", 429, retry_after=7)
+        await tg.push_text(CHAT, "/help")
+        await tg.wait_for("sendMessage")
+        await tg.push_text(CHAT, "/start")  # the next reply goes out: the bot kept working
+        [reply] = await replies(tg)
+    assert "Ask me a question" in reply
+    assert ("telegram.retry_after endpoint=sendMessage chat_id=4242 retry_after_s=7 "
+            "max_retries=0:") in caplog.text
+    assert "telegram.retry_after_gave_up chat_id=4242 retry_after_s=7:" in caplog.text
 
 
 async def test_user_who_blocked_the_bot_is_logged_and_the_bot_keeps_working(bot, tg, caplog):

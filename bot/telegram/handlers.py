@@ -19,6 +19,7 @@ from bot.chat.questions import answer_voice, reply_to_text
 from bot.chat.services import Services
 from bot.chat.types import Asker, Reply, VoiceNote
 from bot.errors import VoiceDownloadError
+from bot.telegram.inbox import retry_after_s
 from bot.telegram.incoming import (
     addresses_command,
     asker_of,
@@ -158,8 +159,8 @@ async def on_error(update: object, context: BotContext) -> None:
         log.warning("telegram.network_error while polling detail=%s", error)
         return
     if isinstance(error, RetryAfter):
-        log.warning("telegram.retry_after chat_id=%s detail=%s: gave up after "
-                    "TELEGRAM_MAX_RETRIES", chat_id, error.message)
+        log.warning("telegram.retry_after_gave_up chat_id=%s retry_after_s=%g: still 429 after "
+                    "TELEGRAM_MAX_RETRIES retries", chat_id, retry_after_s(error))
         return
     log.error("unhandled_error chat_id=%s update=%s", chat_id, type(update).__name__,
               exc_info=error)
