@@ -26,10 +26,10 @@ from standins.voice_notes import (
     make_wav,
     sine_ogg,
     speak_wav,
-    tools_available,
 )
+from tests.conftest import needs_tools
 
-pytestmark = pytest.mark.skipif(not tools_available(), reason="needs espeak-ng and ffmpeg")
+pytestmark = needs_tools("espeak-ng", "ffmpeg")
 
 LONG_PHRASE = "what is the capital of india and how much does an xbox cost"
 PHRASES = {

@@ -25,10 +25,11 @@ from rag.settings import RagSettings
 from standins.openai import Reply as LlmReply
 from standins.sarvam import Reply
 from standins.telegram import Call, FakeTelegram, parse_html
-from standins.voice_notes import make_long_voice_note, make_voice_note, sine_ogg, tools_available
+from standins.voice_notes import make_long_voice_note, make_voice_note, sine_ogg
 from storage.db import Database
+from tests.conftest import needs_tools
 
-pytestmark = pytest.mark.skipif(not tools_available(), reason="needs espeak-ng and ffmpeg")
+pytestmark = needs_tools("espeak-ng", "ffmpeg")
 
 CHAT = 4242
 XBOX = "How much does an Xbox 360 cost?"

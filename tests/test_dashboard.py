@@ -29,13 +29,13 @@ from bot.cli import main as bot_main
 from bot.dashboard import DashboardConfigError, DashboardSettings, create_app
 from bot.dashboard.timings import SETTLE_S, StageTimings
 from rag.types import Result, Status, Trace
-from standins.voice_notes import tools_available
 from storage.db import Database
 from storage.errors import DatabaseOpenError
 from storage.reader import DecisionFilter, DecisionReader
+from tests.conftest import needs_tools
 from tests.dashboard_runs import PM, SCRIPT, WA_ID, XBOX, fill_by_bot_runs
 
-pytestmark = pytest.mark.skipif(not tools_available(), reason="needs espeak-ng and ffmpeg")
+pytestmark = needs_tools("espeak-ng", "ffmpeg")
 
 TOKEN = "dashboard-test-token"
 

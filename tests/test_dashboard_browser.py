@@ -26,16 +26,15 @@ from pathlib import Path
 
 import pytest
 
-from standins.voice_notes import tools_available
 from tests.browser import DESKTOP, PHONE, chromium, needs_chromium, screenshot_folder, wait_for
 from tests.browser import screenshot as browser_shot
-from tests.conftest import ROOT
+from tests.conftest import ROOT, needs_tools
 from tests.dashboard_runs import PM, SCRIPT, fill_by_bot_runs
 
 pytestmark = [
     pytest.mark.slow,
     needs_chromium,
-    pytest.mark.skipif(not tools_available(), reason="needs espeak-ng and ffmpeg"),
+    needs_tools("espeak-ng", "ffmpeg"),
 ]
 
 
