@@ -9,7 +9,7 @@ screenshots in docs/channels.md), else a temporary folder:
     DASHBOARD_SCREENSHOT_DIR=docs/img python3 -m pytest -q tests/test_dashboard_browser.py
 
 Slow (a browser and a child process); skipped, saying why, only where chromium or its driver is
-not installed (``.ci/run`` installs both).
+not installed (``.ci/run`` installs both, and fails them there: ``VOICE_RAG_REQUIRE_TOOLS=1``).
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ player can load. Each view is saved as a PNG: into ``$WEB_SCREENSHOT_DIR`` when 
     WEB_SCREENSHOT_DIR=docs/img python3 -m pytest -q tests/test_web_browser.py
 
 Slow (a browser and two child processes); skipped, saying why, only where chromium or its
-driver, espeak-ng or ffmpeg is not installed (``.ci/run`` installs them).
+driver, espeak-ng or ffmpeg is not installed (``.ci/run`` installs them, and fails them there:
+``VOICE_RAG_REQUIRE_TOOLS=1``).
 """
 
 from __future__ import annotations
