@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rag.language import script_of
+from rag.numbers import side_by_side
 from rag.settings import RagSettings
 from rag.text import clean_query, content_tokens, token_matches, tokenize
 from rag.types import Reason, ReasonCode
@@ -141,15 +142,16 @@ def check_relevance(top_score: float | None, lang: str, settings: RagSettings) -
         return RelevanceVerdict(
             False, False, None, floor, f"no passages < floor {floor:.3f} ({lang})", lang
         )
+    score_text, floor_text = side_by_side(top_score, floor)  # never "0.850 < floor 0.850"
     if top_score < floor:
         return RelevanceVerdict(
-            False, False, top_score, floor, f"top {top_score:.3f} < floor {floor:.3f} ({lang})",
+            False, False, top_score, floor, f"top {score_text} < floor {floor_text} ({lang})",
             lang,
         )
     is_low = top_score < floor + settings.low_confidence_band
     band = " (low confidence)" if is_low else ""
     return RelevanceVerdict(
-        True, is_low, top_score, floor, f"top {top_score:.3f} >= floor {floor:.3f} ({lang}){band}",
+        True, is_low, top_score, floor, f"top {score_text} >= floor {floor_text} ({lang}){band}",
         lang,
     )
 

@@ -12,16 +12,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-import pytest
-
-from tests.conftest import ROOT
+from tests.conftest import ROOT, needs_tools
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
-needs_chromium = pytest.mark.skipif(
-    CHROMIUM is None or CHROMEDRIVER is None,
-    reason="needs Debian's chromium and chromium-driver (apt-get install chromium "
-    "chromium-driver; .ci/run does)")
+needs_chromium = needs_tools("chromium", "chromedriver")
+"""Debian's chromium and chromium-driver: skipped without them, failed under CI
+(``VOICE_RAG_REQUIRE_TOOLS=1``; tests/conftest.py)."""
 
 DESKTOP = (1280, 860)
 PHONE = (390, 844)

@@ -15,6 +15,11 @@ cluster per session, :mod:`tests.pgcluster`) or the ``postgresql`` case of ``db_
 are marked ``postgres`` and ``slow`` at collection, so the fast subset never starts a server.
 Without the server binaries they skip, saying so, unless ``VOICE_RAG_REQUIRE_POSTGRES=1``
 (``.ci/run`` sets it), where they fail.
+
+Tests that need a program (ffmpeg, espeak-ng, Chromium and its driver, nginx) say so with
+:func:`needs_tools`; where one is missing they skip, naming it and how to install it, unless
+``VOICE_RAG_REQUIRE_TOOLS=1`` (``.ci/run`` sets it), where they fail: CI never passes by
+skipping them.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -66,6 +71,65 @@ hypothesis_settings.register_profile(
     "ci", max_examples=1500, deadline=None, database=None, print_blob=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fast"))
+
+
+REQUIRE_TOOLS = "VOICE_RAG_REQUIRE_TOOLS"
+"""Set to ``1`` (``.ci/run`` does) to fail, not skip, a test whose program is missing."""
+
+
+def _nginx() -> str | None:
+    from standins.replicas import find_nginx  # $NGINX, PATH, or Debian's /usr/sbin/nginx
+
+    return find_nginx()
+
+
+TOOLS: dict[str, tuple[Callable[[], str | None], str]] = {
+    "ffmpeg": (lambda: shutil.which("ffmpeg"),
+               "apt-get install ffmpeg; scripts/install.sh does"),
+    "espeak-ng": (lambda: shutil.which("espeak-ng"),
+                  "apt-get install espeak-ng; scripts/install.sh does"),
+    "chromium": (lambda: shutil.which("chromium") or shutil.which("chromium-browser"),
+                 "apt-get install chromium; .ci/run does"),
+    "chromedriver": (lambda: shutil.which("chromedriver"),
+                     "apt-get install chromium-driver; .ci/run does"),
+    "nginx": (_nginx, "apt-get install nginx-light; .ci/run does"),
+}
+"""The programs tests may need: how each is found, and how to install it."""
+
+
+def needs_tools(*names: str) -> pytest.MarkDecorator:
+    """Mark a test (or a module's ``pytestmark``) as needing the programs ``names`` (keys of
+    :data:`TOOLS`), e.g. ``needs_tools("espeak-ng", "ffmpeg")``. Checked when the test is set up
+    (:func:`pytest_runtest_setup`): with one missing it skips, saying which and how to install
+    it, or, with ``VOICE_RAG_REQUIRE_TOOLS=1``, fails.
+
+    Raises:
+        ValueError: a name that is not in :data:`TOOLS` (at import: a typo never skips).
+    """
+    unknown = sorted(set(names) - TOOLS.keys())
+    if unknown or not names:
+        raise ValueError(f"needs_tools: unknown {unknown or 'nothing'}; known: {sorted(TOOLS)}")
+    return pytest.mark.needs_tools(*names)
+
+
+def missing_tools(names: Iterable[str]) -> list[str]:
+    """Of ``names`` (keys of :data:`TOOLS`), those not installed here, each with how to install
+    it: ``["espeak-ng (apt-get install espeak-ng; scripts/install.sh does)"]``."""
+    return [f"{name} ({TOOLS[name][1]})" for name in dict.fromkeys(names)
+            if TOOLS[name][0]() is None]
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Skip (or, with ``VOICE_RAG_REQUIRE_TOOLS=1``, fail) a test whose :func:`needs_tools`
+    programs are not all installed, with one line naming them."""
+    missing = missing_tools(name for mark in item.iter_markers("needs_tools")
+                            for name in mark.args)
+    if not missing:
+        return
+    message = f"needs {', '.join(missing)}: not found"
+    if os.environ.get(REQUIRE_TOOLS) == "1":
+        pytest.fail(f"{message}, and {REQUIRE_TOOLS}=1 (CI) does not let it skip", pytrace=False)
+    pytest.skip(message)
 
 
 REAL_FIXTURES = frozenset({"encoder", "sample_index_dir", "sample_index", "settings", "pipeline"})

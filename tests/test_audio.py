@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import re
+import time
 import tracemalloc
 import wave
 
@@ -17,17 +19,19 @@ from bot.chat.audio import (
     split_wav,
     transcode_to_wav,
 )
+from bot.chat.ogg import check_ogg, opus_packet_samples
 from standins.voice_notes import (
     make_long_voice_note,
     make_voice_note,
     make_wav,
     sine_ogg,
     speak_wav,
-    tools_available,
 )
+from tests.conftest import needs_tools
 
-pytestmark = pytest.mark.skipif(not tools_available(), reason="needs espeak-ng and ffmpeg")
+pytestmark = needs_tools("espeak-ng", "ffmpeg")
 
+LONG_PHRASE = "what is the capital of india and how much does an xbox cost"
 PHRASES = {
     "en": "what is the capital of india",
     "hi": "भारत की राजधानी क्या है",
@@ -184,15 +188,53 @@ def test_transcode_resamples_a_44khz_stereo_wav():
 
 def test_a_truncated_voice_note_that_decodes_in_part_logs_a_warning(caplog):
     """Issue 34: a note cut short (the last Ogg page incomplete) decodes to its readable part
-    and was answered from it with nothing logged; now the decode says so, with the numbers."""
-    ogg = make_voice_note("what is the capital of india and how much does an xbox cost", "en")
+    and was answered from it with nothing logged; now the decode says so, with the numbers.
+    Issue 41: the numbers are the pages' claim only because their granule positions are
+    plausible, and then the claim is the whole note's length."""
+    ogg = make_voice_note(LONG_PHRASE, "en")
     cut = ogg[: int(len(ogg) * 0.9)]
     with caplog.at_level("WARNING", logger="bot.chat.audio"):
         wav = transcode_to_wav(cut)
-    assert 0 < audio_duration_s(wav) < audio_duration_s(transcode_to_wav(ogg))
+    whole_s = audio_duration_s(transcode_to_wav(ogg))
+    assert 0 < audio_duration_s(wav) < whole_s
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert len(warnings) == 1 and "audio decoded in part" in warnings[0]
     assert f"n_bytes={len(cut)}" in warnings[0] and "the last page is cut" in warnings[0]
+    decoded_s, claimed_s = map(float, re.search(
+        r"decoded_s=([\d.]+) of the ([\d.]+) s its pages claim", warnings[0]).groups())
+    assert decoded_s == pytest.approx(audio_duration_s(wav), abs=0.01)
+    assert claimed_s == pytest.approx(whole_s, abs=0.03)
+
+
+def test_a_truncated_note_with_a_hostile_granule_says_it_was_cut_without_durations(caplog):
+    """Issue 41: a cut note whose page claims 2**40 samples (a CRC-valid header: what a hostile
+    file can send) logged "decoded_s=2.99 of the 22906492.24 s its pages claim"; now it says the
+    note was cut, which page's header is not believed and why, and states no duration."""
+    ogg = make_voice_note(LONG_PHRASE, "en")
+    offset = ogg_pages(ogg)[3][0]
+    cut = with_granule(ogg, 3, 2**40)[: int(len(ogg) * 0.9)]
+    with caplog.at_level("WARNING", logger="bot.chat.audio"):
+        wav = transcode_to_wav(cut)
+    assert audio_duration_s(wav) > 0  # still converted as far as it decodes
+    [warning] = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warning.startswith(f"audio decoded in part: n_bytes={len(cut)}; the note was cut")
+    assert "the last page is cut" in warning and "no duration stated" in warning
+    assert f"the granule position of the page at offset {offset} does not follow" in warning
+    assert "decoded_s" not in warning and not re.search(r"\d s\b", warning), warning
+
+
+def test_a_whole_note_with_a_hostile_granule_is_logged_without_durations(caplog):
+    """Not cut, but one page claims 2**40 samples: logged as implausible headers, never as a
+    265-day note decoded in part."""
+    ogg = make_voice_note(LONG_PHRASE, "en")
+    with caplog.at_level("WARNING", logger="bot.chat.audio"):
+        wav = transcode_to_wav(with_granule(ogg, 3, 2**40))
+    assert audio_duration_s(wav) == pytest.approx(audio_duration_s(transcode_to_wav(ogg)),
+                                                   abs=0.03)
+    [warning] = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warning.startswith("audio page headers implausible:")
+    assert "no duration stated" in warning and "decoded in part" not in warning
+    assert not re.search(r"\d s\b", warning), warning
 
 
 def test_a_whole_note_and_one_cut_at_max_seconds_log_no_warning(caplog):
@@ -202,11 +244,135 @@ def test_a_whole_note_and_one_cut_at_max_seconds_log_no_warning(caplog):
     assert not [r for r in caplog.records if r.levelname == "WARNING"]
 
 
-def test_ogg_damage_reads_the_pages_claim_and_garbage_after_them():
-    from bot.chat.audio import ogg_damage
-
+def test_check_ogg_reads_the_pages_claim_and_garbage_after_them():
     ogg = sine_ogg(4)
-    assert ogg_damage(ogg) == ("", pytest.approx(4.0, abs=0.03))
-    damage, claimed_s = ogg_damage(ogg + b"\0" * 10)
+    assert check_ogg(ogg) == ("", pytest.approx(4.0, abs=0.03), "", True)
+    damage, claimed_s, implausible, _ = check_ogg(ogg + b"\0" * 10)
     assert damage.startswith("10 bytes at offset") and claimed_s == pytest.approx(4.0, abs=0.03)
-    assert ogg_damage(ogg[:20])[0].startswith("the last page is cut in its header")
+    assert implausible == ""
+    assert check_ogg(ogg[:20]).damage.startswith("the last page is cut in its header")
+
+
+@pytest.mark.parametrize("lang", sorted(PHRASES))
+def test_real_voice_notes_have_plausible_pages_whole_and_cut(lang):
+    """The plausibility rules (RFC 7845 section 4) hold for what ffmpeg's libopus writes, so a
+    real note, whole or cut anywhere, never loses its numbers to them."""
+    ogg = make_voice_note(PHRASES[lang], lang)
+    assert check_ogg(ogg).implausible == ""
+    whole_s = check_ogg(ogg).claimed_s
+    assert whole_s == pytest.approx(audio_duration_s(transcode_to_wav(ogg)), abs=0.03)
+    for n_bytes in range(200, len(ogg), 97):
+        check = check_ogg(ogg[:n_bytes])
+        assert check.damage and check.implausible == "", (n_bytes, check)
+        assert check.claimed_s is None or check.claimed_s <= whole_s + 0.001
+
+
+@pytest.mark.parametrize(("granule", "why"), [
+    (2**40, "does not follow from the packets that complete on it"),
+    (-5, "is missing though packets complete on it"),
+    ("+960", "does not follow from the packets that complete on it"),  # one 20 ms packet more
+    ("-960", "does not follow from the packets that complete on it"),
+])
+def test_a_granule_position_its_packets_do_not_explain_is_implausible(granule, why):
+    ogg = make_voice_note(LONG_PHRASE, "en")
+    offset, _ = ogg_pages(ogg)[3]
+    if isinstance(granule, str):
+        granule = int.from_bytes(ogg[offset + 6:offset + 14], "little") + int(granule)
+    check = check_ogg(with_granule(ogg, 3, granule))
+    assert check.claimed_s is None
+    assert check.implausible == f"the granule position of the page at offset {offset} {why} " \
+        "(RFC 7845 4)"
+
+
+def test_damage_past_the_decoding_limit_is_not_a_partial_decode(caplog):
+    """A 40 s note cut at 36 s, decoded to 10 s on purpose (``max_seconds``): the pages are
+    walked only as far as the decoder reads, and nothing is logged."""
+    ogg = sine_ogg(40)
+    cut = ogg[: int(len(ogg) * 0.9)]
+    check = check_ogg(cut, max_seconds=10)
+    assert (check.damage, check.implausible, check.is_whole) == ("", "", False)
+    assert 10 <= check.claimed_s < 12
+    assert check_ogg(cut).damage.startswith("the last page is cut")
+    with caplog.at_level("WARNING", logger="bot.chat.audio"):
+        transcode_to_wav(cut, max_seconds=10)
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
+
+
+def test_checking_20_mb_of_tiny_packets_stops_at_the_decoding_limit():
+    """The walk is one step per packet (at least 2.5 ms of sound each): 20 MB of one-byte
+    packets (24,896 s claimed, 8.4 million packets) is checked only as far as the decoder
+    reads (61 s: 24,400 packets), in well under a second."""
+    head = b"OpusHead" + bytes([1, 1]) + (312).to_bytes(2, "little") + bytes(7)
+    data = fake_page(0, [head], flags=2) + fake_page(0, [b"OpusTags" + bytes(8)])
+    packets = [bytes([16 << 3])] * 255  # CELT 2.5 ms, code 0: 120 samples each
+    n_pages = (MAX_AUDIO_BYTES - len(data)) // len(fake_page(0, packets))
+    data += b"".join(fake_page((i + 1) * 255 * 120, packets) for i in range(n_pages))
+    start = time.perf_counter()
+    check = check_ogg(data, max_seconds=61)
+    took_s = time.perf_counter() - start
+    assert (check.damage, check.implausible, check.is_whole) == ("", "", False)
+    assert 61 <= check.claimed_s < 62 and took_s < 1.0, took_s
+
+
+def fake_page(granule: int, packets: list[bytes], flags: int = 0) -> bytes:
+    """One Ogg page (RFC 3533) of ``packets``, each under 255 bytes, CRC left 0 (check_ogg
+    does not read it)."""
+    table = bytes(len(packet) for packet in packets)
+    return (b"OggS" + bytes([0, flags]) + granule.to_bytes(8, "little", signed=True)
+            + b"\1\0\0\0" + bytes(8) + bytes([len(table)]) + table + b"".join(packets))
+
+
+@pytest.mark.parametrize(("packet", "samples"), [
+    (bytes([31 << 3 | 0]), 960),              # CELT 20 ms, one frame
+    (bytes([16 << 3 | 1, 0]), 240),           # CELT 2.5 ms, two frames
+    (bytes([9 << 3 | 2]), 1920),              # SILK wideband 20 ms, two frames
+    (bytes([9 << 3 | 3, 3]), 2880),           # code 3: three 20 ms frames
+    (bytes([3 << 3 | 3, 2]), 5760),           # two 60 ms frames: the 120 ms limit
+    (bytes([3 << 3 | 3, 3]), None),           # 180 ms: over the limit
+    (bytes([9 << 3 | 3, 0]), None),           # code 3 with no frames
+    (bytes([9 << 3 | 3]), None),              # code 3 without its count byte
+    (b"", None),                              # an empty packet
+])
+def test_opus_packet_samples_from_the_toc(packet, samples):
+    assert opus_packet_samples(packet) == samples
+
+
+def ogg_pages(ogg: bytes) -> list[tuple[int, int]]:
+    """(offset, size) of each whole Ogg page of ``ogg`` (RFC 3533 section 6)."""
+    pos, pages = 0, []
+    while pos + 27 <= len(ogg) and ogg[pos:pos + 4] == b"OggS":
+        n_segments = ogg[pos + 26]
+        size = 27 + n_segments + sum(ogg[pos + 27:pos + 27 + n_segments])
+        pages.append((pos, size))
+        pos += size
+    return pages
+
+
+def with_granule(ogg: bytes, index: int, granule: int) -> bytes:
+    """``ogg`` with page ``index``'s granule position set to ``granule`` and its CRC made right
+    again, as a hostile file would be: nothing but the granule is wrong."""
+    offset, size = ogg_pages(ogg)[index]
+    page = bytearray(ogg[offset:offset + size])
+    page[6:14] = granule.to_bytes(8, "little", signed=True)
+    page[22:26] = bytes(4)
+    page[22:26] = ogg_crc(page).to_bytes(4, "little")
+    return ogg[:offset] + bytes(page) + ogg[offset + size:]
+
+
+def ogg_crc(page: bytes) -> int:
+    """The Ogg page checksum (RFC 3533 section 6: CRC-32, polynomial 0x04c11db7, initial value
+    0, no final XOR, computed with the CRC field zeroed)."""
+    crc = 0
+    for byte in page:
+        crc ^= byte << 24
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x04C11DB7 if crc & 0x80000000 else crc << 1) & 0xFFFFFFFF
+    return crc
+
+
+def test_ogg_crc_matches_the_crc_ffmpeg_wrote():
+    ogg = make_voice_note(PHRASES["en"], "en")
+    for offset, size in ogg_pages(ogg):
+        page = bytearray(ogg[offset:offset + size])
+        written, page[22:26] = bytes(page[22:26]), bytes(4)
+        assert ogg_crc(page).to_bytes(4, "little") == written

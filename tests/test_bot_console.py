@@ -23,9 +23,10 @@ from bot.terminal.console import CHANNEL, CONSOLE_CHAT_ID, chat, handle_line
 from clients.openrouter import OpenRouterSettings
 from clients.stt import SarvamSettings
 from standins.sarvam import Reply, SarvamStandin
-from standins.voice_notes import make_long_voice_note, make_voice_note, tools_available
+from standins.voice_notes import make_long_voice_note, make_voice_note
+from tests.conftest import needs_tools
 
-pytestmark = pytest.mark.skipif(not tools_available(), reason="needs espeak-ng and ffmpeg")
+pytestmark = needs_tools("espeak-ng", "ffmpeg")
 
 ROOT = Path(__file__).resolve().parents[1]
 CUCUMBER_HI = "छोटे खीरे में कैलोरी की मात्रा"

@@ -20,10 +20,10 @@ import pytest
 
 from standins.postgres import free_port
 from standins.telegram import FakeTelegram, parse_html
-from standins.voice_notes import tools_available
 from storage.db import Database
+from tests.conftest import needs_tools
 
-pytestmark = pytest.mark.skipif(not tools_available(), reason="needs ffmpeg")
+pytestmark = needs_tools("espeak-ng", "ffmpeg")
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAT = 77

@@ -10,11 +10,13 @@ import asyncio
 import itertools
 import logging
 import re
+import sqlite3
 import time
 from dataclasses import replace
 
 import pytest
 
+from bot.chat.messages import t
 from bot.settings import BotSettings, Settings, TelegramSettings
 from bot.telegram.app import build_application, polling
 from clients.openrouter import OpenRouterSettings
@@ -23,10 +25,11 @@ from rag.settings import RagSettings
 from standins.openai import Reply as LlmReply
 from standins.sarvam import Reply
 from standins.telegram import Call, FakeTelegram, parse_html
-from standins.voice_notes import make_long_voice_note, make_voice_note, sine_ogg, tools_available
+from standins.voice_notes import make_long_voice_note, make_voice_note, sine_ogg
 from storage.db import Database
+from tests.conftest import needs_tools
 
-pytestmark = pytest.mark.skipif(not tools_available(), reason="needs espeak-ng and ffmpeg")
+pytestmark = needs_tools("espeak-ng", "ffmpeg")
 
 CHAT = 4242
 XBOX = "How much does an Xbox 360 cost?"
@@ -521,12 +524,32 @@ async def test_30000_character_transcript_is_echoed_cut_in_one_message(bot, tg, 
 
 
 @pytest.mark.slow  # waits out Retry-After: 1 s
-async def test_retry_after_is_honoured(bot, tg):
+async def test_retry_after_is_honoured(bot, tg, caplog):
     tg.fail_next("sendMessage", 429, retry_after=1)
     await tg.push_text(CHAT, "/help")
     refused, delivered = await tg.wait_for("sendMessage", 2)
     assert delivered.at - refused.at >= 1.0
     assert "Ask me a question" in shown(delivered)
+    assert ("telegram.retry_after endpoint=sendMessage chat_id=4242 retry_after_s=1 "
+            "max_retries=3:") in caplog.text
+
+
+async def test_a_429_is_logged_with_its_retry_after_seconds_and_when_given_up(
+        tg, bot_settings, fake_pipeline, caplog):
+    """Issue 41: each 429 (Too Many Requests) is logged with the seconds Telegram asked to wait
+    (the fake Bot API answers ``parameters.retry_after``: 7), and so is giving up after
+    ``TELEGRAM_MAX_RETRIES`` (0 here: no wait)."""
+    settings = replace(bot_settings, telegram=replace(bot_settings.telegram, max_retries=0))
+    async with running(settings, fake_pipeline):
+        tg.fail_next("sendMessage", 429, retry_after=7)
+        await tg.push_text(CHAT, "/help")
+        await tg.wait_for("sendMessage")
+        await tg.push_text(CHAT, "/start")  # the next reply goes out: the bot kept working
+        [reply] = await replies(tg)
+    assert "Ask me a question" in reply
+    assert ("telegram.retry_after endpoint=sendMessage chat_id=4242 retry_after_s=7 "
+            "max_retries=0:") in caplog.text
+    assert "telegram.retry_after_gave_up chat_id=4242 retry_after_s=7:" in caplog.text
 
 
 async def test_user_who_blocked_the_bot_is_logged_and_the_bot_keeps_working(bot, tg, caplog):
@@ -571,6 +594,49 @@ async def test_lang_choice_persists_and_forces_the_answer_language(bot, tg, bot_
     assert stored.result.trace.get("language").detail == "explicit"
     async with await Database.open(bot_settings.bot.db_path) as db:
         assert (await db.get_chat_settings("telegram", CHAT)).lang == "hi"
+
+
+async def test_a_pipeline_that_raises_gets_the_error_reply_in_the_chats_lang_via_the_outbox(
+        bot, tg, bot_settings, fake_pipeline, monkeypatch, caplog):
+    """Issue 41: the error reply goes through the lifecycle's decisions, as on WhatsApp and the
+    web: the chat's ``/lang`` (not the user's English), the outbox (quoting the question), and
+    the inbox outcome ``error`` (it was ``no_reply``)."""
+    await tg.push_text(CHAT, "/lang hi")
+    await replies(tg)
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("a bug in the pipeline")
+
+    monkeypatch.setattr(fake_pipeline, "ask", broken)
+    outbox = bot.bot_data["outbox"]
+    sent_by_outbox: list[list[str]] = []
+    send_text = outbox.send_text
+
+    async def recording(asker, texts, on_wire):
+        sent_by_outbox.append([str(text) for text in texts])
+        return await send_text(asker, texts, on_wire)
+
+    monkeypatch.setattr(outbox, "send_text", recording)
+    update = await tg.push_text(CHAT, XBOX, language_code="en")
+    [call] = await tg.wait_for("sendMessage")
+    assert shown(call) == t("error", "hi") != t("error", "en")
+    assert sent_by_outbox == [[t("error", "hi")]]
+    message_id = update["message"]["message_id"]
+    assert call.params["reply_parameters"]["message_id"] == message_id
+    key = f"{CHAT}/{message_id}/0"
+    deadline = time.monotonic() + 10
+    while (row := inbox_row(bot_settings, key))[0] != "done" and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    assert row == ("done", "error")
+    assert "unhandled_error chat_id=4242" in caplog.text
+    assert "RuntimeError: a bug in the pipeline" in caplog.text
+
+
+def inbox_row(settings: Settings, key: str) -> tuple[str, str | None]:
+    """(status, outcome) of the Telegram inbox row ``key`` (``<chat>/<message>/<version>``)."""
+    with sqlite3.connect(settings.bot.db_path) as conn:
+        return conn.execute("SELECT status, outcome FROM inbox WHERE channel = 'telegram' AND "
+                            "message_key = ?", (key,)).fetchone()
 
 
 async def test_lang_and_mode_without_argument_show_the_current_setting_and_usage(bot, tg):

@@ -27,10 +27,11 @@ from clients.tts import SarvamTTSSettings
 from standins.openai import Reply as LlmReply
 from standins.sarvam import Reply
 from standins.telegram import Call, FakeTelegram, parse_html
-from standins.voice_notes import make_voice_note, tools_available
+from standins.voice_notes import make_voice_note
 from storage.db import Database
+from tests.conftest import needs_tools
 
-pytestmark = pytest.mark.skipif(not tools_available(), reason="needs espeak-ng and ffmpeg")
+pytestmark = needs_tools("espeak-ng", "ffmpeg")
 
 CHAT = 5151
 XBOX = "How much does an Xbox 360 cost?"

@@ -29,7 +29,7 @@ from bot.whatsapp.app import serving, whatsapp_policy
 from bot.whatsapp.markup import split_text, to_whatsapp
 from bot.whatsapp.settings import WhatsAppSettings
 from standins.sarvam import Reply
-from standins.voice_notes import make_voice_note, tools_available
+from standins.voice_notes import make_voice_note
 from standins.whatsapp import (
     FakeGraph,
     audio_message,
@@ -40,10 +40,10 @@ from standins.whatsapp import (
     text_message,
 )
 from storage.db import Database
-from tests.conftest import ROOT
+from tests.conftest import ROOT, needs_tools
 from tests.fakes import chat_settings
 
-pytestmark = pytest.mark.skipif(not tools_available(), reason="needs espeak-ng and ffmpeg")
+pytestmark = needs_tools("espeak-ng", "ffmpeg")
 
 SECRET = "app-secret-for-tests"
 VERIFY = "verify-me"

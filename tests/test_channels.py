@@ -22,7 +22,7 @@ from bot.settings import Settings
 from bot.telegram.markup import to_html
 from bot.whatsapp.markup import to_whatsapp
 from rag.types import Citation, Result, Status, Trace
-from standins.voice_notes import tools_available
+from tests.conftest import needs_tools
 
 XBOX = "How much does an Xbox 360 cost?"
 SENTENCE = "The Xbox 360 cost 299 dollars at launch in 2005. "
@@ -94,7 +94,7 @@ def _silent_wav(seconds: float, rate_hz: int = 8000) -> bytes:
     return out.getvalue()
 
 
-@pytest.mark.skipif(not tools_available(), reason="needs ffmpeg")
+@needs_tools("espeak-ng", "ffmpeg")
 def test_a_spoken_reply_never_lasts_longer_than_the_maximum():
     audio = encode_voice_note(_silent_wav(519.0))  # the 5,999-character answer's length
     assert MAX_VOICE_REPLY_S - 1 <= audio.duration_s <= MAX_VOICE_REPLY_S

@@ -37,17 +37,16 @@ from bot.dashboard import DashboardConfigError, DashboardSettings, create_app
 from bot.dashboard.timings import SETTLE_S, StageTimings
 from rag.types import Reason, ReasonCode, Result, Stage, Status, Trace
 from standins.postgres import free_port
-from standins.voice_notes import tools_available
 from storage.backend import POSTGRESQL, SQLITE, DatabaseUrl, driver_errors
 from storage.db import Database
 from storage.errors import DatabaseOpenError
 from storage.inbox import Inbox
 from storage.reader import DecisionFilter, DecisionReader
-from tests.conftest import ROOT
+from tests.conftest import ROOT, needs_tools
 from tests.dashboard_runs import BACKENDS, PM, SCRIPT, WA_ID, XBOX, logged_database
 from tests.pgcluster import query_rows
 
-pytestmark = pytest.mark.skipif(not tools_available(), reason="needs espeak-ng and ffmpeg")
+pytestmark = needs_tools("espeak-ng", "ffmpeg")
 
 TOKEN = "dashboard-test-token"
 NO_INDEX = ROOT / "tests" / "no-such-index"

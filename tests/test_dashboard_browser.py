@@ -13,7 +13,7 @@ in docs/channels.md and docs/operations.md), else a temporary folder:
     DASHBOARD_SCREENSHOT_DIR=docs/img python3 -m pytest -q tests/test_dashboard_browser.py
 
 Slow (a browser and a child process); skipped, saying why, only where chromium or its driver is
-not installed (``.ci/run`` installs both).
+not installed (``.ci/run`` installs both, and fails them there: ``VOICE_RAG_REQUIRE_TOOLS=1``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from pathlib import Path
 
 import pytest
 
-from standins.voice_notes import tools_available
 from tests.browser import (
     DESKTOP,
     PHONE,
@@ -38,14 +37,14 @@ from tests.browser import (
     screenshot_folder,
     wait_for,
 )
-from tests.conftest import ROOT
+from tests.conftest import ROOT, needs_tools
 from tests.dashboard_runs import BACKENDS, PM, SCRIPT, logged_database
 from tests.pgcluster import query_rows
 
 pytestmark = [
     pytest.mark.slow,
     needs_chromium,
-    pytest.mark.skipif(not tools_available(), reason="needs espeak-ng and ffmpeg"),
+    needs_tools("espeak-ng", "ffmpeg"),
 ]
 
 

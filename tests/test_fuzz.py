@@ -21,7 +21,8 @@ from bot.chat.audio import AudioError, transcode_to_wav
 from bot.chat.speech import SpeechMeasure, measure_speech
 from rag.types import Reason, ReasonCode, Result, Status
 from standins.random_input import mutated_bytes, random_text
-from standins.voice_notes import make_voice_note, tools_available
+from standins.voice_notes import make_voice_note
+from tests.conftest import needs_tools
 
 
 def check_outcome(result: Result, query: str) -> None:
@@ -62,7 +63,7 @@ def _base_note() -> bytes:
     return _BASE_NOTE[0]
 
 
-@pytest.mark.skipif(not tools_available(), reason="needs espeak-ng and ffmpeg")
+@needs_tools("espeak-ng", "ffmpeg")
 @hypothesis_settings(max_examples=max(8, hypothesis_settings.default.max_examples // 6))
 @given(data=st.deferred(lambda: mutated_bytes(_base_note())))
 def test_mutated_voice_notes_are_decoded_or_refused_never_crash(data):

@@ -122,6 +122,15 @@ def test_refuses_below_floor_for_hindi_with_score_and_floor():
     assert verdict.detail == "top 0.845 < floor 0.850 (hi)"
 
 
+def test_a_score_that_rounds_to_the_floor_is_written_with_the_digits_that_tell_them_apart():
+    """Issue 41: 0.8496 against the Hindi floor 0.850 read "top 0.850 < floor 0.850"."""
+    below = check_relevance(0.8496, "hi", S)
+    assert not below.is_ok and below.detail == "top 0.8496 < floor 0.850 (hi)"
+    above = check_relevance(0.85004, "hi", S)
+    assert above.is_ok and above.detail.startswith("top 0.85004 >= floor 0.850 (hi)")
+    assert check_relevance(0.85, "hi", S).detail.startswith("top 0.850 >= floor 0.850 (hi)")
+
+
 def test_relevance_guard_refuses_when_nothing_was_retrieved():
     assert not check_relevance(None, "en", S).is_ok
 

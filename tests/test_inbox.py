@@ -23,13 +23,13 @@ import pytest
 import tests.test_bot_telegram as tbt
 from bot.chat.inbox import ChannelInbox
 from standins.telegram import FakeTelegram
-from standins.voice_notes import tools_available
 from standins.whatsapp import FakeGraph, encode, sign, text_message
+from tests.conftest import needs_tools
 from tests.pgcluster import query_rows
 from tests.test_bot_process import ROOT, bot_env, bot_process, free_port
 from tests.test_bot_telegram import bot, bot_settings  # noqa: F401  (fixtures)
 
-pytestmark = pytest.mark.skipif(not tools_available(), reason="needs ffmpeg")
+pytestmark = needs_tools("espeak-ng", "ffmpeg")
 
 CHAT = 91
 BURST = [

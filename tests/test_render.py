@@ -83,6 +83,46 @@ def test_refusal_no_match_states_numbers_in_every_language(lang):
     assert message == t("refused_no_match", lang, score="0.801", floor="0.850")
 
 
+ROUNDS_TO_THE_FLOOR = {
+    "en": "I could not find this in my sources: best match 0.8496 is below the floor 0.850.",
+    "hi": "यह मुझे अपने स्रोतों में नहीं मिला: सबसे अच्छा मिलान 0.8496 है, जो न्यूनतम सीमा 0.850 "
+          "से कम है।",
+    "gu": "આ મને મારા સ્રોતોમાં મળ્યું નહીં: શ્રેષ્ઠ મેળ 0.8496 છે, જે લઘુત્તમ મર્યાદા 0.850 "
+          "કરતાં ઓછો છે.",
+    "te": "ఇది నా మూలాల్లో దొరకలేదు: ఉత్తమ సరిపోలిక 0.8496, ఇది కనీస పరిమితి 0.850 కంటే "
+          "తక్కువ.",
+}
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_a_score_that_rounds_to_the_floor_is_not_said_to_be_below_itself(lang):
+    """Issue 41: a top cosine of 0.8496 against the floor 0.850 read "0.850 is below the floor
+    0.850"; the reply now shows the digits that tell them apart, in every language, and the
+    stored rows without a reason are worded the same."""
+    reason = Reason(ReasonCode.BELOW_FLOOR, score=0.8496, floor=0.85, lang=lang)
+    result = Result(Status.REFUSED_NO_MATCH, "q", lang, top_score=0.8496, floor=0.85,
+                    reason=reason)
+    assert render_result(result, lang) == [ROUNDS_TO_THE_FLOOR[lang]]
+    assert render_result(Result(Status.REFUSED_NO_MATCH, "q", lang, top_score=0.8496,
+                                floor=0.85), lang) == [ROUNDS_TO_THE_FLOOR[lang]]
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_scores_just_above_the_floor_are_shown_above_it(lang):
+    """The other side: "above the floor" and "close to the floor" with the digits that show it
+    (0.84004 is not 0.840)."""
+    unanswerable = Result(Status.REFUSED_UNANSWERABLE, "q", lang, reason=Reason(
+        ReasonCode.NOT_ANSWERABLE, score=0.84004, floor=0.84, lang=lang))
+    assert render_result(unanswerable, lang) == [
+        t("refused_unanswerable_scored", lang, score="0.84004", floor="0.840")]
+    [message] = render_result(answered(top_score=0.84004, is_low_confidence=True), lang)
+    assert t("low_confidence", lang, score="0.84004", floor="0.840") in message
+    ungrounded = Result(Status.REFUSED_UNGROUNDED, "q", lang,
+                        reason=Reason(ReasonCode.UNGROUNDED, score=0.84004, floor=0.84))
+    [message] = render_result(ungrounded, lang)
+    assert message.endswith(t("score_line", lang, score="0.84004", floor="0.840"))
+
+
 def test_refusal_with_no_passages_states_the_floor():
     reason = Reason(ReasonCode.NO_PASSAGES, floor=0.84, lang="te")
     [message] = render_result(Result(Status.REFUSED_NO_MATCH, "q", "te", reason=reason), "te")

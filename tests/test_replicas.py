@@ -24,16 +24,14 @@ import pytest
 
 from standins.replicas import Replica, ReplicaSet
 from standins.telegram import FakeTelegram
-from standins.voice_notes import tools_available
 from standins.whatsapp import FakeGraph, text_message
+from tests.conftest import needs_tools
 from tests.pgcluster import query_rows
 from tests.test_inbox import BURST, wait_until
-from tests.test_replicas_harness import needs_nginx
 
 pytestmark = [
     pytest.mark.slow, pytest.mark.postgres,
-    pytest.mark.skipif(not tools_available(), reason="needs ffmpeg"),
-    needs_nginx,
+    needs_tools("espeak-ng", "ffmpeg", "nginx"),
 ]
 
 QUESTIONS = BURST[:7]  # the inbox tests' questions: answered from the sample

@@ -4,7 +4,6 @@ SIGKILLed."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 
@@ -14,15 +13,9 @@ import pytest
 from standins import whatsapp
 from standins.replicas import ReplicaSet, find_nginx, render_nginx_conf
 from standins.telegram import FakeTelegram, parse_html
-from standins.voice_notes import tools_available
+from tests.conftest import needs_tools
 
 WA_SECRET = "app-secret"
-
-needs_nginx = pytest.mark.skipif(
-    find_nginx() is None and os.environ.get("VOICE_RAG_REQUIRE_POSTGRES") != "1",
-    reason="needs nginx (apt-get install nginx-light)")
-"""Skip without nginx, except under ``.ci/run`` (``VOICE_RAG_REQUIRE_POSTGRES=1``), which
-installs it: there a missing nginx fails the test."""
 
 
 def test_nginx_conf_has_an_upstream_per_channel_and_retries_a_dead_replica():
@@ -46,7 +39,7 @@ def test_nginx_conf_leaves_out_a_channel_without_replicas():
         render_nginx_conf(listen="8080")
 
 
-@needs_nginx
+@needs_tools("nginx")
 def test_nginx_accepts_the_rendered_conf(tmp_path):
     for folder in ("logs", "temp"):  # nginx makes temp/* itself, not these
         (tmp_path / folder).mkdir()
@@ -60,8 +53,7 @@ def test_nginx_accepts_the_rendered_conf(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not tools_available(), reason="needs ffmpeg")
-@needs_nginx
+@needs_tools("espeak-ng", "ffmpeg", "nginx")
 async def test_replicas_behind_nginx_answer_webhooks_and_survive_a_sigkill(
         tmp_path, pg_url, sample_index_dir):
     async with FakeTelegram() as tg, whatsapp.FakeGraph() as graph:

@@ -20,9 +20,9 @@ from standins.voice_notes import (
     pink_noise,
     speech_then_silence,
     tone,
-    tools_available,
     white_noise,
 )
+from tests.conftest import needs_tools
 from tests.test_bot_telegram import (  # noqa: F401  (fixtures)
     CHAT,
     bot,
@@ -31,7 +31,7 @@ from tests.test_bot_telegram import (  # noqa: F401  (fixtures)
     replies,
 )
 
-pytestmark = pytest.mark.skipif(not tools_available(), reason="needs espeak-ng and ffmpeg")
+pytestmark = needs_tools("espeak-ng", "ffmpeg")
 
 QUESTIONS = [("what is the capital of india", "en"), ("capital of India?", "en"),
              ("भारत की राजधानी क्या है", "hi"), ("ગુજરાતની રાજધાની કઈ છે", "gu"),

@@ -13,6 +13,7 @@ from clients.stt import SarvamSettings, SarvamSTT, Transcript, sarvam_language_c
 from rag.errors import ServiceError
 from standins.sarvam import Reply, SarvamStandin, audio_key
 from standins.voice_notes import make_wav
+from tests.conftest import needs_tools
 
 KEY = "test-subscription-key"
 
@@ -47,6 +48,7 @@ def wav() -> bytes:
     return make_wav(1.0)
 
 
+@needs_tools("espeak-ng", "ffmpeg")
 async def test_returns_transcript_and_language_and_sends_key_model_language_code(sarvam, stt):
     from bot.chat.audio import transcode_to_wav
     from standins.voice_notes import make_voice_note

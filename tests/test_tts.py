@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import io
 import re
-import shutil
 import wave
 
 import pytest
@@ -15,10 +14,10 @@ from clients.stt import SarvamSettings
 from clients.tts import SarvamTTS, SarvamTTSSettings, split_for_speech, tts_language_code
 from rag.errors import ServiceError
 from standins.sarvam import Reply, SarvamStandin
+from tests.conftest import needs_tools
 
 KEY = "tts-key"
 HINDI = "भारत की राजधानी नई दिल्ली है। यह एक बड़ा शहर है।"
-needs_espeak = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="needs espeak-ng")
 
 
 def long_text(n_chars: int) -> str:
@@ -51,7 +50,7 @@ async def tts(settings):
         yield client
 
 
-@needs_espeak
+@needs_tools("espeak-ng")
 async def test_hindi_answer_is_spoken_as_one_wav_of_plausible_length(sarvam, tts):
     speech = await tts.synthesize(HINDI, "hi")
 

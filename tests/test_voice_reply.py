@@ -16,9 +16,8 @@ from bot.chat.types import Speech
 from bot.chat.voice_cache import VoiceAudio, VoiceCache
 from bot.chat.voice_reply import encode_voice_note, speech_for
 from rag.types import Citation, Result, Status
-from standins.voice_notes import speak_wav, tools_available
-
-needs_tools = pytest.mark.skipif(not tools_available(), reason="needs espeak-ng and ffmpeg")
+from standins.voice_notes import speak_wav
+from tests.conftest import needs_tools
 
 
 def answered(answer: str, answer_lang: str = "hi") -> Result:
@@ -71,7 +70,7 @@ def test_errors_and_languages_not_spoken_here_get_no_voice_note():
     assert speech_for(answered("பதில்.", "ta"), "ta", "on", is_voice_question=True) is None
 
 
-@needs_tools
+@needs_tools("espeak-ng", "ffmpeg")
 def test_speech_is_encoded_as_ogg_opus_of_the_same_duration(tmp_path):
     wav = speak_wav("भारत की राजधानी नई दिल्ली है।", "hi")  # 22,050 Hz: Opus needs 48 kHz
     with wave.open(io.BytesIO(wav), "rb") as w:  # espeak-ng's header leaves n_frames open
@@ -117,7 +116,6 @@ def test_cache_of_zero_bytes_keeps_nothing():
     assert cache.get(("a", "en-IN", "shubh", "bulbul:v3")) is None and len(cache) == 0
 
 
+@needs_tools("ffmpeg")
 def test_tone_wav_encodes_too():
-    if not tools_available():
-        pytest.skip("needs ffmpeg")
     assert encode_voice_note(tone_wav(1.0)).duration_s == pytest.approx(1.0, abs=0.01)

@@ -28,9 +28,9 @@ from bot.settings import Settings
 from bot.web.app import CHANNEL, chat_id_of, serving
 from bot.web.settings import WebSettings
 from standins.sarvam import Reply
-from standins.voice_notes import make_voice_note, tools_available
+from standins.voice_notes import make_voice_note
 from storage.db import Database
-from tests.conftest import ROOT
+from tests.conftest import ROOT, needs_tools
 from tests.fakes import chat_settings
 
 XBOX = "How much does an Xbox 360 cost?"
@@ -157,7 +157,7 @@ async def test_too_many_messages_from_one_session_get_the_rate_limits_reply(fron
         assert "/why" in articles(await ask(other, "/help"))[0]
 
 
-@pytest.mark.skipif(not tools_available(), reason="needs espeak-ng and ffmpeg")
+@needs_tools("espeak-ng", "ffmpeg")
 async def test_a_recorded_hindi_voice_note_is_answered_with_a_spoken_reply(front, browser,
                                                                           sarvam):
     sarvam.enqueue(Reply(transcript=CUCUMBER_HI, language_code="hi-IN"))

@@ -22,6 +22,7 @@ with warnings.catch_warnings():
     from pydub.exceptions import CouldntDecodeError
     from pydub.silence import detect_silence
 
+from bot.chat.ogg import check_ogg
 from bot.errors import BotError
 
 logger = logging.getLogger(__name__)
@@ -109,62 +110,36 @@ def _decode(data: bytes, max_seconds: float | None = None) -> AudioSegment:
     return segment
 
 
-OPUS_GRANULE_HZ = 48_000
-"""An Ogg Opus page's granule position counts samples at 48 kHz whatever the input rate
-(RFC 7845 section 4), less the pre-skip of its ``OpusHead``."""
 PARTIAL_DECODE_S = 0.1
 """How much shorter than its pages claim a decoded note may be before the decode counts as
 partial: five 20 ms Opus frames, past any rounding of the end trim."""
 
 
-def ogg_damage(data: bytes) -> tuple[str, float | None]:
-    """Walk the Ogg pages of ``data`` (RFC 3533: "OggS", version, type, granule position,
-    serial, sequence, CRC, segment table) without decoding: (what is wrong, or ``""``; the
-    duration in seconds the pages claim, from the largest granule position of an Opus stream
-    less its pre-skip, None when not Opus or unknown). What is wrong: the last page cut short
-    (a download or upload stopped early) or bytes that are not a page where one should start.
-    ffmpeg decodes what comes before such damage and says nothing to its caller."""
-    pos, granule, pre_skip = 0, -1, None
-    while pos < len(data):
-        if data[pos:pos + 4] != b"OggS":
-            return f"{len(data) - pos} bytes at offset {pos} are not an Ogg page", \
-                _opus_seconds(granule, pre_skip)
-        if pos + 27 > len(data):
-            return f"the last page is cut in its header ({len(data) - pos} of 27+ bytes)", \
-                _opus_seconds(granule, pre_skip)
-        n_segments = data[pos + 26]
-        table = data[pos + 27:pos + 27 + n_segments]
-        size = 27 + n_segments + sum(table)
-        page_granule = int.from_bytes(data[pos + 6:pos + 14], "little", signed=True)
-        granule = max(granule, page_granule)
-        body = data[pos + 27 + n_segments:pos + size]
-        if pre_skip is None and body[:8] == b"OpusHead" and len(body) >= 12:
-            pre_skip = int.from_bytes(body[10:12], "little")
-        if len(table) < n_segments or pos + size > len(data):
-            return (f"the last page is cut: {size} bytes from offset {pos}, "
-                    f"{len(data) - pos} present"), _opus_seconds(granule, pre_skip)
-        pos += size
-    return "", _opus_seconds(granule, pre_skip)
-
-
-def _opus_seconds(granule: int, pre_skip: int | None) -> float | None:
-    if pre_skip is None or granule < 0:
-        return None
-    return max(granule - pre_skip, 0) / OPUS_GRANULE_HZ
-
-
 def _warn_if_partial(data: bytes, decoded_s: float, max_seconds: float | None) -> None:
     """Log a warning when an Ogg note decoded only in part: its pages are damaged (cut short,
     or garbage where a page should be) or claim more sound than was decoded (beyond
-    ``max_seconds``, which stops decoding on purpose)."""
+    ``max_seconds``, which stops decoding on purpose). Durations are stated only when the pages'
+    granule positions are plausible (``bot.chat.ogg``: those RFC 7845 requires of the packets on
+    each page); otherwise the line says what happened and why no duration is given, since a cut
+    or hostile header can claim anything (2**40 samples: 265 days)."""
     if data[:4] != b"OggS":
         return
-    damage, claimed_s = ogg_damage(data)
+    damage, claimed_s, implausible, is_whole = check_ogg(data, max_seconds)
+    if implausible:
+        if damage:
+            logger.warning("audio decoded in part: n_bytes=%d; the note was cut or damaged (%s); "
+                           "no duration stated: its page headers are implausible: %s",
+                           len(data), damage, implausible)
+        else:
+            logger.warning("audio page headers implausible: n_bytes=%d; %s; decoded as far as "
+                           "ffmpeg reads it, no duration stated", len(data), implausible)
+        return
     expected_s = claimed_s if max_seconds is None or claimed_s is None \
         else min(claimed_s, max_seconds)
     is_short = expected_s is not None and decoded_s < expected_s - PARTIAL_DECODE_S
     if damage or is_short:
-        claims = "" if claimed_s is None else f" of the {claimed_s:.2f} s its pages claim"
+        claims = "" if claimed_s is None else \
+            f" of the {claimed_s:.2f}{'' if is_whole else '+'} s its pages claim"
         logger.warning("audio decoded in part: n_bytes=%d decoded_s=%.2f%s; %s", len(data),
                        decoded_s, claims, damage or "pages claim more sound than decoded")
 
@@ -191,7 +166,7 @@ def transcode_to_wav(data: bytes, max_seconds: float | None = None) -> bytes:
         input is longer.
 
     A note that decodes only in part (an Ogg file cut short, or with damaged pages:
-    :func:`ogg_damage`) is converted as far as it decodes, with a warning logged.
+    :func:`bot.chat.ogg.check_ogg`) is converted as far as it decodes, with a warning logged.
 
     Raises:
         AudioError: empty, too large, corrupt or undecodable audio, or ffmpeg missing.

@@ -25,7 +25,7 @@ answers itself (WhatsApp, the web page): the front end subclasses it and fills i
 :meth:`~MessageLifecycle.after_reply`, :meth:`~MessageLifecycle.after_error_reply`,
 :meth:`~MessageLifecycle.finished`). Telegram runs its handlers through PTB
 (``bot.telegram.inbox``) and shares the decisions: :func:`answer_too_late`,
-:func:`deliver_answer`, :func:`defer_logged` and :func:`settle`.
+:func:`deliver_answer`, :func:`defer_logged`, :func:`answer_error` and :func:`settle`.
 """
 
 from __future__ import annotations
@@ -105,6 +105,28 @@ async def deliver_answer(services: Services, outbox: Outbox, asker: Asker, reply
     claim.decision_id = reply.decision_id
     claim.outcome = await deliver(services, outbox, asker, reply, claim.sending)
     return claim.outcome
+
+
+async def answer_error(services: Services, outbox: Outbox, asker: Asker,
+                       claim: Claim | None) -> str:
+    """After a failure while answering (logged by the caller): mark ``claim``'s outcome
+    ``error`` (None: a channel run without the durable inbox), then send the chat's "something
+    went wrong" reply in the language its other replies use (its ``/lang``, else the user's
+    interface language: ``bot.chat.context.load_context``), through ``outbox`` like any reply
+    (split at the channel's limit; the claim's ``sending`` before it leaves). The outcome stays
+    ``error`` whether or not the reply got out. Returns the delivery's outcome (``replied …``,
+    ``send_failed …``).
+
+    Raises:
+        What ``load_context`` or ``outbox`` raise besides ``DeliveryError`` (a database error;
+        Telegram's own ``TelegramError``): the caller logs it, the outcome stays ``error``.
+    """
+    if claim is not None:
+        claim.outcome = "error"
+    reply = (await load_context(services, asker)).say("error")
+    if claim is None:
+        return await deliver(services, outbox, asker, reply)
+    return await deliver(services, outbox, asker, reply, claim.sending)
 
 
 async def settle(claim: Claim) -> None:
@@ -245,10 +267,8 @@ class MessageLifecycle:
             if defer_logged(claim, exc, self.channel, self.ref(message)):
                 return
             log.exception("%s_error %s", self.channel, self.ref(message))
-            claim.outcome = "error"
             try:
-                error = (await load_context(self.services, asker)).say("error")
-                await deliver(self.services, self.outbox, asker, error, claim.sending)
+                await answer_error(self.services, self.outbox, asker, claim)
                 self.after_error_reply(message)
             except Exception:
                 raise_if_cancelled()

@@ -1,7 +1,9 @@
 """User-facing strings in English, Hindi, Gujarati and Telugu, and ``t()`` to look them up.
 
 Strings are plain text with ``str.format`` placeholders; callers escape them for HTML (values
-such as scores are formatted by the caller, e.g. ``score="0.779"``). Every key exists in English;
+such as scores are formatted by the caller, e.g. ``score="0.779"``; a score beside a floor by
+``rag.numbers.side_by_side``, so ``{score}`` and ``{floor}`` never read as the same number when
+they are not: "0.8496 ... 0.850"). Every key exists in English;
 other languages fall back to English key by key.
 """
 
@@ -32,7 +34,8 @@ MESSAGES: dict[str, dict[str, str]] = {
               "/lang – సమాధాన భాష, /mode – సమాధాన విధానం, /voice – మాటల సమాధానం, "
               "/why – చివరి సమాధానం ఎలా నిర్ణయించబడింది, /new – కొత్తగా మొదలు.",
     },
-    # ---- refusals (render states the numbers, formatted to 3 decimals)
+    # ---- refusals (render states the numbers: 3 decimals, more where score and floor
+    # would otherwise read the same, rag.numbers.side_by_side)
     "refused_no_match": {
         "en": "I could not find this in my sources: best match {score} is below the floor "
               "{floor}.",

@@ -34,6 +34,7 @@ from bot.errors import BotError, VoiceDownloadError
 from clients.stt import Transcript
 from rag.errors import ServiceError
 from rag.language import script_language
+from rag.numbers import side_by_side
 from rag.text import clean_query
 from rag.types import Reason, ReasonCode, Result, Stage, Status, Trace
 from storage.db import ChatContext, ChatSettings, StoredDecision
@@ -320,7 +321,7 @@ async def _record(services: Services, asker: Asker, source: str, result: Result,
         "floor=%s n_citations=%d pipeline_ms=%.1f stt_ms=%s forwarded=%s followup=%s",
         decision_id, asker.channel, asker.chat_id, source, result.status.value, result.lang,
         result.mode,
-        _fmt(result.top_score), _fmt(result.floor), len(result.citations), result.trace.total_ms,
+        *_top_and_floor(result), len(result.citations), result.trace.total_ms,
         f"{heard.elapsed_ms:.0f}" if heard else "-",
         asker.forwarded_from.split()[0] if asker.forwarded_from else "no",
         _followup_field(result),
@@ -353,3 +354,11 @@ def _followup_field(result: Result) -> str:
     if result.followup is None:
         return "-"
     return "used" if result.followup.is_followup else "alone"
+
+
+def _top_and_floor(result: Result) -> tuple[str, str]:
+    """The log line's ``top`` and ``floor``, compared as the guard compared them
+    (:func:`rag.numbers.side_by_side`); ``-`` when unknown."""
+    if result.top_score is None or result.floor is None:
+        return _fmt(result.top_score), _fmt(result.floor)
+    return side_by_side(result.top_score, result.floor)

@@ -16,6 +16,7 @@ from typing import Literal
 
 from bot.chat.limits import ANSWER_BOUND_STAGE
 from bot.chat.messages import language_name, t
+from rag.numbers import side_by_side
 from rag.romanized import to_latin
 from rag.text import excerpt
 from rag.types import (
@@ -194,8 +195,8 @@ def _answer_parts(result: Result, lang: str, say: Callable[[str], str] = _as_is)
     parts = [Text.plain(say(answer))]
     notes = []
     if result.is_low_confidence:
-        notes.append(t("low_confidence", lang, score=_fmt(result.top_score),
-                       floor=_fmt(result.floor)))
+        notes.append(t("low_confidence", lang, **_score_and_floor(result.top_score,
+                                                                   result.floor)))
     if result.answer_lang and result.answer_lang != lang:
         notes.append(t("answer_from", lang, language=language_name(result.answer_lang, lang)))
     if result.fallback is not None:  # generative mode answered extractively
@@ -237,21 +238,21 @@ def refusal_text(result: Result, lang: str) -> str:
     reason = result.reason
     if reason is None:
         return _status_text(result, lang)
-    score, floor = _fmt(reason.score), _fmt(reason.floor)
+    numbers = _score_and_floor(reason.score, reason.floor)
     match reason.code:
         case ReasonCode.TOO_LONG:
             return t("bad_input_too_long", lang, max_chars=reason.max_chars)
         case code if code in _BAD_INPUT_KEYS:
             return t(_BAD_INPUT_KEYS[code], lang)
         case ReasonCode.NO_PASSAGES:
-            return t("refused_no_passages", lang, floor=floor)
+            return t("refused_no_passages", lang, floor=numbers["floor"])
         case ReasonCode.BELOW_FLOOR:
-            return t("refused_no_match", lang, score=score, floor=floor)
+            return t("refused_no_match", lang, **numbers)
         case ReasonCode.NOT_ANSWERABLE:
             # the gate refuses after the relevance guard passed: the score is above the floor
-            return t("refused_unanswerable_scored", lang, score=score, floor=floor)
+            return t("refused_unanswerable_scored", lang, **numbers)
         case ReasonCode.NO_SHARED_WORDS:
-            return t("refused_no_shared_words", lang, score=score, floor=floor)
+            return t("refused_no_shared_words", lang, **numbers)
         case ReasonCode.NO_CANDIDATE | ReasonCode.UNGROUNDED:
             return _with_scores(t("refused_ungrounded", lang), reason.score, reason.floor, lang)
         case ReasonCode.SPEECH_REFUSED if reason.key:
@@ -262,15 +263,15 @@ def refusal_text(result: Result, lang: str) -> str:
 
 def _status_text(result: Result, lang: str) -> str:
     """Wording of a result without a reason (rows stored before reasons were)."""
-    score, floor = _fmt(result.top_score), _fmt(result.floor)
+    numbers = _score_and_floor(result.top_score, result.floor)
     match result.status:
         case Status.REFUSED_NO_MATCH if result.top_score is None:
-            return t("refused_no_passages", lang, floor=floor)
+            return t("refused_no_passages", lang, floor=numbers["floor"])
         case Status.REFUSED_NO_MATCH:
-            return t("refused_no_match", lang, score=score, floor=floor)
+            return t("refused_no_match", lang, **numbers)
         case Status.REFUSED_UNANSWERABLE if result.top_score is not None \
                 and result.floor is not None:
-            return t("refused_unanswerable_scored", lang, score=score, floor=floor)
+            return t("refused_unanswerable_scored", lang, **numbers)
         case Status.REFUSED_UNANSWERABLE | Status.REFUSED_UNGROUNDED:
             key = result.status.value.replace("-", "_")
             return _with_scores(t(key, lang), result.top_score, result.floor, lang)
@@ -281,16 +282,27 @@ def _status_text(result: Result, lang: str) -> str:
 
 
 def _with_scores(text: str, score: float | None, floor: float | None, lang: str) -> str:
-    """``text`` and the score line ("best score 0.861, floor 0.840") when both are known."""
+    """``text`` and the score line ("Best match 0.861, floor 0.840.") when both are known."""
     if score is None or floor is None:
         return text
-    return text + " " + t("score_line", lang, score=_fmt(score), floor=_fmt(floor))
+    return text + " " + t("score_line", lang, **_score_and_floor(score, floor))
 
 
 def _limits(reason: Reason) -> dict[str, str]:
     """The limits a speech refusal states, formatted as its message expects (``20``, ``60``)."""
     limits = {"max_s": reason.max_s, "max_mb": reason.max_mb}
     return {name: f"{value:g}" for name, value in limits.items() if value is not None}
+
+
+def _score_and_floor(score: float | None, floor: float | None) -> dict[str, str]:
+    """``{"score": …, "floor": …}`` for a message that states both: written by
+    :func:`rag.numbers.side_by_side` when both are known, so the written numbers compare as the
+    numbers do ("0.8496" below "0.850", never "0.850" below "0.850"); else each at three
+    decimals, ``n/a`` when unknown."""
+    if score is not None and floor is not None:
+        score_text, floor_text = side_by_side(score, floor)
+        return {"score": score_text, "floor": floor_text}
+    return {"score": _fmt(score), "floor": _fmt(floor)}
 
 
 def _fmt(value: float | None) -> str:

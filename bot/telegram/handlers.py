@@ -14,13 +14,12 @@ from telegram.ext import CallbackContext, ExtBot
 
 from bot.chat.commands import notice_reply
 from bot.chat.inbox import Claim
-from bot.chat.lifecycle import defer_logged, deliver_answer
-from bot.chat.messages import t
+from bot.chat.lifecycle import answer_error, defer_logged, deliver_answer
 from bot.chat.questions import answer_voice, reply_to_text
-from bot.chat.render import Text
 from bot.chat.services import Services
 from bot.chat.types import Asker, Reply, VoiceNote
 from bot.errors import VoiceDownloadError
+from bot.telegram.inbox import retry_after_s
 from bot.telegram.incoming import (
     addresses_command,
     asker_of,
@@ -29,7 +28,6 @@ from bot.telegram.incoming import (
     message_kind,
     question_text,
 )
-from bot.telegram.markup import HTML
 from bot.telegram.outbox import TelegramOutbox
 
 log = logging.getLogger(__name__)
@@ -133,7 +131,10 @@ async def download(media: Voice | Audio | Document) -> bytes:
 
 
 async def on_error(update: object, context: BotContext) -> None:
-    """Log every failure as one line; tell the user when something broke while answering."""
+    """Log every failure as one line; when something broke while answering a message, answer
+    it as every channel does (``bot.chat.lifecycle.answer_error``: the "something went wrong"
+    reply in the chat's ``/lang``, else the user's language, through the outbox, the inbox
+    outcome ``error``)."""
     error = context.error
     message = update.effective_message if isinstance(update, Update) else None
     chat_id = message.chat_id if message else None
@@ -158,14 +159,16 @@ async def on_error(update: object, context: BotContext) -> None:
         log.warning("telegram.network_error while polling detail=%s", error)
         return
     if isinstance(error, RetryAfter):
-        log.warning("telegram.retry_after chat_id=%s detail=%s: gave up after "
-                    "TELEGRAM_MAX_RETRIES", chat_id, error.message)
+        log.warning("telegram.retry_after_gave_up chat_id=%s retry_after_s=%g: still 429 after "
+                    "TELEGRAM_MAX_RETRIES retries", chat_id, retry_after_s(error))
         return
     log.error("unhandled_error chat_id=%s update=%s", chat_id, type(update).__name__,
               exc_info=error)
-    if message is not None:
-        lang = asker_of(message).interface_lang or "en"
-        try:
-            await context.bot.send_message(chat_id, HTML.render(Text.plain(t("error", lang))))
-        except TelegramError as exc:
-            log.warning("error_reply_failed chat_id=%s detail=%s", chat_id, exc)
+    if message is None:
+        return
+    try:  # the chat's /lang, the outbox, outcome "error": as on every channel
+        await answer_error(context.services, context.outbox, asker_of(message, context.bot.id),
+                           claim)
+    except Exception as exc:
+        log.warning("error_reply_failed chat_id=%s kind=%s detail=%s", chat_id,
+                    type(exc).__name__, str(exc).strip()[:200])

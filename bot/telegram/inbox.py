@@ -16,7 +16,8 @@ it is queued in memory. So:
 - :func:`replay`, at start-up, queues again what a crash left ``pending``.
 - :class:`InboxRateLimiter` calls the reply's ``on_wire`` (the claim's ``sending``) at the last
   moment PTB lets us see, once the rate limiter let the request through and just before it goes
-  out, so the window in which a kill loses a reply is one HTTP request.
+  out, so the window in which a kill loses a reply is one HTTP request; it logs each 429 with
+  its ``retry_after_s``.
 """
 
 from __future__ import annotations
@@ -26,13 +27,16 @@ import contextlib
 import json
 import logging
 import time
+import warnings
 from collections.abc import Iterator
 from contextvars import ContextVar
+from datetime import timedelta
 from typing import Any
 
 from telegram import Bot, Update
-from telegram.error import TelegramError
+from telegram.error import RetryAfter, TelegramError
 from telegram.ext import AIORateLimiter, Application
+from telegram.warnings import PTBDeprecationWarning
 
 from bot.chat.delivery import OnWire
 from bot.chat.inbox import ChannelInbox, Claim, Handler
@@ -93,20 +97,38 @@ def replying_to(on_wire: OnWire | None) -> Iterator[None]:
 class InboxRateLimiter(AIORateLimiter):
     """PTB's ``AIORateLimiter`` that, for a reply sent inside :func:`replying_to`, awaits its
     ``on_wire`` once the limiter let the request through, right before it is made (again before
-    each retry after a 429; the inbox makes that a no-op once marked)."""
+    each retry after a 429; the inbox makes that a no-op once marked), and logs every 429 with
+    the seconds Telegram asked to wait (PTB's own line is at INFO on a quieted logger)."""
 
     async def process_request(self, callback, args: Any, kwargs: dict[str, Any], endpoint: str,
                               data: dict[str, Any], rate_limit_args: int | None):
-        on_wire = _ON_WIRE.get()
-        if on_wire is not None and endpoint in SENDING_ENDPOINTS:
-            request = callback
+        on_wire = _ON_WIRE.get() if endpoint in SENDING_ENDPOINTS else None
+        max_retries = rate_limit_args or self._max_retries  # as AIORateLimiter reads them
+        request = callback
 
-            async def callback(*a: Any, **kw: Any):  # noqa: ANN202 (PTB's callback type)
+        async def callback(*a: Any, **kw: Any):  # noqa: ANN202 (PTB's callback type)
+            if on_wire is not None:
                 await on_wire()
+            try:
                 return await request(*a, **kw)
+            except RetryAfter as exc:
+                log.warning("telegram.retry_after endpoint=%s chat_id=%s retry_after_s=%g "
+                            "max_retries=%d: Telegram said 429 Too Many Requests; PTB waits "
+                            "that long, then retries up to max_retries (TELEGRAM_MAX_RETRIES)",
+                            endpoint, data.get("chat_id"), retry_after_s(exc), max_retries)
+                raise
 
         return await super().process_request(callback, args, kwargs, endpoint, data,
                                               rate_limit_args)
+
+
+def retry_after_s(exc: RetryAfter) -> float:
+    """The seconds a 429 asked to wait (the Bot API's ``parameters.retry_after``): PTB 22's
+    ``RetryAfter.retry_after`` is an int (with a deprecation warning), PTB 23's a timedelta."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PTBDeprecationWarning)
+        value = exc.retry_after
+    return value.total_seconds() if isinstance(value, timedelta) else float(value)
 
 
 class DurableUpdateQueue(asyncio.Queue):
