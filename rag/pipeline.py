@@ -51,6 +51,7 @@ from rag.types import (
     Citation,
     Hit,
     Passage,
+    QuestionCut,
     Reason,
     ReasonCode,
     Result,
@@ -87,6 +88,8 @@ class Prepared:
     """The question as the user typed it (the input guard's cleaned text), when ``query`` (what
     is searched) differs from it: Hindi typed in Latin letters read in Devanagari, spoken
     fillers removed."""
+    cut: QuestionCut | None = None
+    """The input guard's cut of an over-long question (None: read whole)."""
 
     def result(self, status: Status, **fields) -> Result:
         """A Result carrying this question's query (as asked, and as searched when that
@@ -100,6 +103,7 @@ class Prepared:
             floor=self.relevance.floor,
             is_low_confidence=self.relevance.is_low_confidence,
             trace=self.trace,
+            cut=self.cut,
             **best_passage(self.hits),
             **fields,
         )
@@ -315,7 +319,7 @@ class Pipeline:
                                               verdict.text)
             prepared = Prepared(text, query_lang, vector, hits, relevance, trace,
                                 style=question_style(verdict.text, query_lang),
-                                asked=verdict.text)
+                                asked=verdict.text, cut=verdict.cut)
             prepared.selection = self._select_answer(prepared)
             if self.reads(query_lang):
                 prepared.reading = self._read_stage(prepared)
@@ -324,6 +328,7 @@ class Pipeline:
             self._lexical_guard(prepared)
             return prepared
         except _Refused as refused:  # the one place a refusal leaves prepare
+            refused.result.cut = verdict.cut
             return refused.result
 
     def _input_guard(self, query: str, trace: Trace) -> InputVerdict:
