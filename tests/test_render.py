@@ -22,6 +22,7 @@ from rag.types import (
     LANGUAGES,
     Citation,
     FallbackCode,
+    QuestionCut,
     Reason,
     ReasonCode,
     Result,
@@ -395,3 +396,27 @@ def test_t_falls_back_to_english_and_formats():
 def test_parse_html_helper_rejects_what_telegram_would():
     with pytest.raises(HtmlError):
         parse_html("<b>x")
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_a_cut_question_says_so_with_the_limit_in_the_users_language(lang):
+    result = answered(cut=QuestionCut(n_chars=5000, n_kept=997, max_chars=1000), lang=lang)
+    [message] = render_result(result, lang)
+    note = parse_html(message).split("\n\n")[0]
+    assert note == t("question_cut", lang, n_chars="5,000", n_kept="997", max_chars="1,000")
+    assert "5,000" in note and "1,000" in note and "997" in note
+    assert "5,000" not in parse_html(render_result(answered(), lang)[0])  # not cut: no note
+
+
+def test_every_answer_that_cites_ends_with_its_citation_marks():
+    confident = parse_html(render_result(answered(), "en")[0])
+    assert confident.startswith("Paris is the capital of France. [1]\n\n")
+    two = [Citation("en-1-1", "en", 0.9, "a"), Citation("en-2-1", "en", 0.88, "b")]
+    generated = parse_html(render_result(answered(mode="generative", citations=two), "en")[0])
+    assert generated.startswith("Paris is the capital of France. [1][2]\n\n")
+    extractive = parse_html(render_result(answered(citations=two), "en")[0])
+    assert extractive.startswith("Paris is the capital of France. [1]\n\n")  # read from [1]
+    hedged = parse_html(render_result(answered(status=Status.HEDGED), "en")[0])
+    assert hedged.count("[1]") == 1  # the hedge's own mark, not a second one
+    uncited = parse_html(render_result(answered(citations=[]), "en")[0])
+    assert "[" not in uncited

@@ -114,6 +114,17 @@ MESSAGES: dict[str, dict[str, str]] = {
         "gu": "તમારો પ્રશ્ન બહુ લાંબો છે: કૃપા કરીને તેને {max_chars} અક્ષરોથી ટૂંકો રાખો.",
         "te": "మీ ప్రశ్న చాలా పొడవుగా ఉంది: దయచేసి {max_chars} అక్షరాల లోపు ఉంచండి.",
     },
+    # a question over rag.settings.RagSettings.max_query_chars, cut by the input guard
+    "question_cut": {
+        "en": "Your question was {n_chars} characters long, over the limit of {max_chars}: I "
+              "read only its first {n_kept} characters.",
+        "hi": "आपका सवाल {n_chars} अक्षरों का था, जो {max_chars} की सीमा से ज़्यादा है: मैंने "
+              "केवल इसके पहले {n_kept} अक्षर पढ़े।",
+        "gu": "તમારો પ્રશ્ન {n_chars} અક્ષરોનો હતો, જે {max_chars} ની મર્યાદાથી વધુ છે: મેં "
+              "ફક્ત તેના પહેલા {n_kept} અક્ષરો વાંચ્યા.",
+        "te": "మీ ప్రశ్న {n_chars} అక్షరాలు, ఇది {max_chars} పరిమితి కంటే ఎక్కువ: నేను దానిలో "
+              "మొదటి {n_kept} అక్షరాలు మాత్రమే చదివాను.",
+    },
     "bad_input_garbled": {
         "en": "I could not make sense of that. Please rephrase your question.",
         "hi": "मैं इसे समझ नहीं पाया। कृपया अपना सवाल दूसरे शब्दों में पूछें।",

@@ -19,7 +19,7 @@ from bot.chat.messages import language_name, t
 from rag.language import detect_language, dominant_language
 from rag.romanized import to_latin
 from rag.text import excerpt
-from rag.types import Citation, Reason, ReasonCode, Result, Stage, Status, Trace
+from rag.types import Citation, QuestionCut, Reason, ReasonCode, Result, Stage, Status, Trace
 
 TRANSCRIPT_CHARS = 300
 """Longest transcript echoed above a voice answer ("You said: …"), in characters: enough for
@@ -103,7 +103,9 @@ def render_result(result: Result, lang: str, transcript: str | None = None) -> T
     """One question's outcome, in the user's language ``lang``.
 
     Paragraphs, in order: the transcript line (voice only, when ``transcript`` is given; cut to
-    about ``TRANSCRIPT_CHARS``), then either the answer (with a low-confidence note when
+    about ``TRANSCRIPT_CHARS``), a note stating the input guard's limit when the question was cut
+    to it (``result.cut``), then either the answer (its citation marker, ``[1]``, or ``[1][2]``
+    for a generated answer citing two passages; with a low-confidence note when
     flagged, a note when the answer's passage is in another language, one when generative
     mode fell back to the passage, and one when it was shortened to fit) followed by the cited
     passages (id, language, score to 3 decimals, the citation's excerpt), or the refusal/error
@@ -121,6 +123,8 @@ def render_result(result: Result, lang: str, transcript: str | None = None) -> T
     if transcript is not None:
         heard = excerpt(transcript, TRANSCRIPT_CHARS)
         parts.append(_t(Span(t("you_said", lang), "italic"), " " + heard))
+    if result.cut is not None:
+        parts.append(_t(Span(say(cut_text(result.cut, lang)), "italic")))
     if result.shows_answer:  # confident, or hedged (worded "not sure" by _answer_parts)
         parts.extend(_answer_parts(result, lang, say))
     else:
@@ -178,6 +182,8 @@ def _answer_parts(result: Result, lang: str, say: Callable[[str], str] = _as_is)
     answer = result.answer.strip()
     if result.is_hedged:  # "I'm not sure this answers it; the closest passage says: … [1]"
         answer = t("hedged", lang, answer=answer)
+    elif result.citations:
+        answer = f"{answer} {citation_marks(result)}"
     parts = [Text.plain(say(answer))]
     notes = []
     if result.is_low_confidence:
@@ -196,6 +202,24 @@ def _answer_parts(result: Result, lang: str, say: Callable[[str], str] = _as_is)
         lines.extend(_citation(n, c, lang, say) for n, c in enumerate(result.citations, start=1))
         parts.append(Text.join("\n", lines))
     return parts
+
+
+def citation_marks(result: Result) -> str:
+    """The marks an answer ends with, numbering the sources listed under it: ``[1]`` for an
+    extractive answer (read from the first source; the others are the passage it translates
+    and the top hit), every source (``[1][2]``) for a generated one, which cites them all;
+    ``""`` with no sources."""
+    if not result.citations:
+        return ""
+    n_cited = len(result.citations) if result.mode == "generative" else 1
+    return "".join(f"[{n}]" for n in range(1, n_cited + 1))
+
+
+def cut_text(cut: QuestionCut, lang: str) -> str:
+    """The note on a question cut to the input guard's limit, in ``lang``, with its numbers
+    (characters, thousands separated)."""
+    return t("question_cut", lang, n_chars=f"{cut.n_chars:,}", n_kept=f"{cut.n_kept:,}",
+             max_chars=f"{cut.max_chars:,}")
 
 
 def _citation(n: int, citation: Citation, lang: str,
