@@ -33,6 +33,7 @@ from rag.types import (
     LANGUAGES,
     Citation,
     FallbackCode,
+    QuestionCut,
     Reason,
     Result,
     Stage,
@@ -213,6 +214,7 @@ class Database:
             json.dumps(result.reason.to_dict(), ensure_ascii=False))
         code = None if result.reason is None else result.reason.code.value
         fallback = None if result.fallback is None else result.fallback.value
+        cut = None if result.cut is None else json.dumps(asdict(result.cut))
         async with self._transaction() as conn:
             row = await conn.fetchone(
                 """
@@ -221,9 +223,9 @@ class Database:
                     query, lang, status, mode, answer, answer_lang, message,
                     top_score, floor, is_low_confidence, citations, trace,
                     total_ms, stt_ms, reply_ms, reason, fallback, searched,
-                    best_passage_id, best_passage_score
+                    best_passage_id, best_passage_score, cut
                 ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
-                          ?, ?)
+                          ?, ?, ?)
                 RETURNING id
                 """,
                 (
@@ -232,7 +234,7 @@ class Database:
                     answer_lang, message, result.top_score, result.floor,
                     int(result.is_low_confidence), citations, trace,
                     result.trace.total_ms, stt_ms, reply_ms, reason, fallback, searched,
-                    _storable(result.best_passage_id), result.best_passage_score,
+                    _storable(result.best_passage_id), result.best_passage_score, cut,
                 ),
             )
             decision_id = row[0]
@@ -280,6 +282,12 @@ class Database:
             "SELECT * FROM decisions WHERE channel = ? AND chat_id = ? ORDER BY id DESC LIMIT 1",
             (channel, chat_id),
         )
+        return None if row is None else _decision_from_row(row)
+
+    async def decision(self, decision_id: int) -> StoredDecision | None:
+        """Decision ``decision_id`` as stored now (with the stages added after its reply), or
+        None if there is no such id."""
+        row = await self._fetchone("SELECT * FROM decisions WHERE id = ?", (decision_id,))
         return None if row is None else _decision_from_row(row)
 
     async def refusals(self, channel: str | None = None, chat_id: int | None = None,
@@ -393,6 +401,7 @@ def _decision_from_row(row: aiosqlite.Row) -> StoredDecision:
         searched=row["searched"] or "",
         best_passage_id=row["best_passage_id"],
         best_passage_score=row["best_passage_score"],
+        cut=None if row["cut"] is None else QuestionCut(**json.loads(row["cut"])),
     )
     return StoredDecision(
         id=row["id"],

@@ -73,6 +73,7 @@ EXPECTED = {
         "searched": "TEXT",
         "best_passage_id": "TEXT",
         "best_passage_score": "REAL",
+        "cut": "TEXT",
     },
     "refusals": {
         "id": "INTEGER",
@@ -117,6 +118,10 @@ EXPECTED = {
                 "n_repeats": "INTEGER"},
     "voice_cache": {"key": "TEXT", "location": "TEXT", "duration_s": "REAL",
                     "n_bytes": "INTEGER", "used_at_s": "REAL"},
+    "web_exchanges": {"id": "INTEGER", "chat_id": "INTEGER", "message_key": "TEXT",
+                      "question": "TEXT", "is_voice": "INTEGER", "view": "TEXT",
+                      "is_done": "INTEGER", "voice_ogg": "BLOB", "voice_s": "REAL",
+                      "upload": "BLOB", "created_at_s": "REAL", "updated_at_s": "REAL"},
 }
 PREVIOUS_VERSION_DB = REPO_ROOT / "tests" / "fixtures" / "bot-m005.sqlite3"
 """A database written by the previous version (main before issue #23: migrations m001-m005)
@@ -185,7 +190,8 @@ async def sqlite_db(db_path: Path):
 
 
 # PostgreSQL's column types as the SQLite schema declares them (storage.backend.sql_types)
-_PG_TYPES = {"bigint": "INTEGER", "double precision": "REAL", "text": "TEXT"}
+_PG_TYPES = {"bigint": "INTEGER", "double precision": "REAL", "text": "TEXT",
+             "bytea": "BLOB"}
 
 
 async def schema_of(db: Database) -> dict[str, dict[str, str]]:
