@@ -99,7 +99,8 @@ PLAIN = Markup(str, str, str, str)
 """Terminal text: no markup, nothing escaped."""
 
 
-def render_result(result: Result, lang: str, transcript: str | None = None) -> Text:
+def render_result(result: Result, lang: str, transcript: str | None = None, *,
+                  with_sources: bool = True) -> Text:
     """One question's outcome, in the user's language ``lang``.
 
     Paragraphs, in order: the transcript line (voice only, when ``transcript`` is given; cut to
@@ -117,6 +118,8 @@ def render_result(result: Result, lang: str, transcript: str | None = None) -> T
     own script.
 
     Paragraphs are separated by a blank line; a front end splits the text at its own limit.
+    ``with_sources`` False leaves the sources out, for a front end that lists
+    ``result.citations`` itself (the web page).
     """
     say = to_latin if replies_in_latin(result, lang) else _as_is
     parts: list[Text] = []
@@ -126,7 +129,7 @@ def render_result(result: Result, lang: str, transcript: str | None = None) -> T
     if result.cut is not None:
         parts.append(_t(Span(say(cut_text(result.cut, lang)), "italic")))
     if result.shows_answer:  # confident, or hedged (worded "not sure" by _answer_parts)
-        parts.extend(_answer_parts(result, lang, say))
+        parts.extend(_answer_parts(result, lang, say, with_sources=with_sources))
     else:
         parts.append(Text.plain(say(refusal_text(result, lang))))
     return Text.join("\n\n", parts)
@@ -176,7 +179,34 @@ def render_trace(stages: Trace | Iterable[Stage], lang: str, query: str | None =
     return Text.join("\n", lines)
 
 
-def _answer_parts(result: Result, lang: str, say: Callable[[str], str] = _as_is) -> list[Text]:
+def why_summary(result: Result, lang: str, stages: Iterable[Stage] | None = None) -> str:
+    """How ``result`` was decided in one plain-language paragraph in ``lang``, for someone who
+    does not read the stage table: answered (the closest passage's score against the floor of
+    the question's language), answered but not sure (the answerability gate's certainty
+    against what a plain answer needs, in percent), or not answered and why (the refusal's own
+    sentence, :func:`refusal_text`); then how long it took over how many steps (``stages``:
+    the trace's, default ``result.trace``'s, spoken-reply stages included when given)."""
+    stage_list = list(result.trace.stages if stages is None else stages)
+    score, floor = _fmt(result.top_score), _fmt(result.floor)
+    language = language_name(result.lang, lang)
+    reason = result.reason
+    if result.status is Status.ANSWERED:
+        head = t("why_summary_answered", lang, score=score, floor=floor, language=language)
+    elif result.is_hedged:
+        gate = reason or Reason(ReasonCode.HEDGED)
+        head = t("why_summary_hedged", lang, score=score, floor=floor, language=language,
+                 percent=_percent(gate.probability), needed=_percent(gate.threshold))
+    elif result.status.is_refusal:
+        head = t("why_summary_refused", lang, reason=refusal_text(result, lang))
+    else:
+        head = t("why_summary_error", lang)
+    total_s = sum(stage.elapsed_ms for stage in stage_list) / 1000
+    return head + " " + t("why_summary_time", lang, seconds=f"{total_s:.2f}",
+                          n_steps=len(stage_list))
+
+
+def _answer_parts(result: Result, lang: str, say: Callable[[str], str] = _as_is, *,
+                  with_sources: bool = True) -> list[Text]:
     """The answer, its notes and its sources, every sentence passed through ``say`` (the
     reply's script) except the sources' excerpts, shown in their own script."""
     answer = result.answer.strip()
@@ -197,7 +227,7 @@ def _answer_parts(result: Result, lang: str, say: Callable[[str], str] = _as_is)
     if result.trace.get(ANSWER_BOUND_STAGE) is not None:  # cut to MAX_ANSWER_CHARS
         notes.append(t("answer_shortened", lang))
     parts.extend(_t(Span(say(note), "italic")) for note in notes)
-    if result.citations:
+    if result.citations and with_sources:
         lines = [_t(Span(say(t("sources", lang)), "bold"))]
         lines.extend(_citation(n, c, lang, say) for n, c in enumerate(result.citations, start=1))
         parts.append(Text.join("\n", lines))
@@ -306,3 +336,8 @@ def _limits(reason: Reason) -> dict[str, str]:
 
 def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
+
+
+def _percent(probability: float | None) -> str:
+    """A probability in [0, 1] as whole percent (``"68"``), ``"n/a"`` when unknown."""
+    return "n/a" if probability is None else f"{100 * probability:.0f}"
