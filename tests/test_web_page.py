@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from bot.chat.messages import t
+from bot.chat.ratelimit import RateLimiter
 from bot.chat.services import Services
 from bot.cli import main as bot_main
 from bot.web.app import CHANNEL, chat_id_of, serving
@@ -272,3 +273,17 @@ async def test_settings_default_to_a_month_and_thirty_exchanges():
     settings = WebSettings.from_env({})
     assert (settings.keep_days, settings.history) == (30.0, 30)
     assert replace(settings, port=0).port == 0
+
+
+async def test_behind_a_trusted_proxy_new_sessions_are_counted_per_forwarded_address(
+        services, fonts_dir):
+    async with serving(services, WebSettings(port=0, fonts_dir=fonts_dir,
+                                             trust_proxy=True)) as (front, url):
+        front.new_sessions = RateLimiter(1, 3600.0)
+        codes = []
+        for address in ("10.0.0.1", "10.0.0.2", "10.0.0.1"):
+            async with httpx.AsyncClient(base_url=url) as fresh:  # a new session each time
+                sent = await fresh.post("/ask", data={"question": "/help"}, headers={
+                    "X-Forwarded-For": f"203.0.113.9, {address}"})  # a client's claim first
+                codes.append(sent.status_code)
+    assert codes == [303, 303, 429]

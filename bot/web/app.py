@@ -411,11 +411,11 @@ class WebFrontEnd(MessageLifecycle):
                    "question": shown if is_voice else ""}
         try:
             if not await self.exchanges.knows(chat_id):  # a new cookie per question: no way out
-                verdict = self.new_sessions.acquire(request.remote or "-",
-                                                    self.services.clock())
+                remote = self._client(request)
+                verdict = self.new_sessions.acquire(remote, self.services.clock())
                 if not verdict.is_allowed:
                     log.warning("web_refused reason=new_sessions remote=%s wait_s=%d",
-                                request.remote, verdict.wait_s)
+                                remote, verdict.wait_s)
                     return web.Response(
                         status=429, text="too many new sessions from this address: try again "
                         f"in {verdict.wait_s} s", headers={"Retry-After": str(verdict.wait_s)})
@@ -439,6 +439,14 @@ class WebFrontEnd(MessageLifecycle):
         finally:
             self._answered.pop(key, None)
         return self._keep(_see_other(f"/#m-{msg}"), token, is_new)
+
+    def _client(self, request: web.Request) -> str:
+        """The client's address: the peer's, or behind a trusted proxy (``BOT_WEB_TRUST_PROXY``)
+        the last entry of ``X-Forwarded-For``, the one the proxy added."""
+        forwarded = request.headers.get("X-Forwarded-For", "")
+        if self.web.trust_proxy and forwarded.strip():
+            return forwarded.split(",")[-1].strip()[:64]
+        return request.remote or "-"
 
     async def _wait_answered(self, key: str, answered: asyncio.Event) -> None:
         """Until ``key`` is answered here (``answered``) or its view is in the database

@@ -43,6 +43,10 @@ class WebSettings:
     # deleted at start and every hour (storage.web_exchanges). 30 days: a conversation
     # returned to within a month is still there; the decision log keeps every question anyway.
     keep_days: float = bounded(30.0, 0.01, 3650.0)
+    # Behind a proxy that sets X-Forwarded-For (deploy/nginx.conf.j2): a client's address,
+    # which the new-sessions limit counts, is that header's last entry, the one the proxy
+    # added. Only behind such a proxy: without one a client could name any address.
+    trust_proxy: bool = False
     # Folder of the Noto web fonts served for Devanagari, Gujarati and Telugu (Debian's
     # fonts-noto-core; bot.web.assets).
     fonts_dir: Path = DEFAULT_FONTS_DIR
