@@ -4,12 +4,15 @@ the favicon.
 Fonts: Google's Noto Sans in the three scripts (SIL Open Font License 1.1), regular and bold,
 as Debian's ``fonts-noto-core`` installs them (``scripts/install.sh``), served from
 ``BOT_WEB_FONTS_DIR`` (default ``/usr/share/fonts/truetype/noto``). The page's CSS
-(:func:`font_faces`) names them with ``local()`` first, so a machine that has them installed
-downloads nothing, and with the scripts' ``unicode-range``, so a page in one script downloads
-only that script's font (~200 KB each). Where the files are missing the server says so once at
-start (``web_fonts missing=…``), leaves their ``@font-face`` out, and the page falls back to
-the system's fonts named in its font stack (Nirmala UI, Kohinoor, Lohit, ...): on a machine with
-none of them Indic letters show as empty boxes, which is what the web fonts are for.
+(:func:`font_faces`) declares each with its script's ``unicode-range``, so a page in one
+script downloads only that script's font (~200 KB each, then cached for
+``bot.web.app.FONT_CACHE_S``), and names them first in its font stack: the range leaves Latin
+to the fonts after them, and Chromium draws Indic letters at weights 500-600 as empty boxes
+when a system font that lacks them comes first (tests/test_web_browser.py found it). Regular
+serves weights up to 549, bold from 550. Where the files are missing the server says so once
+at start (``web_fonts missing=…``), leaves their ``@font-face`` out, and the page falls back
+to the system's fonts named in its font stack (Nirmala UI, Kohinoor, Lohit, ...): on a machine
+with none of them Indic letters show as empty boxes, which is what the web fonts are for.
 
 The favicon is ``static/favicon.svg`` (the page's accent blue, a speech bubble with a question
 mark), and ``static/favicon.ico`` for browsers that ask for that name: the same drawing at 32×32
@@ -32,14 +35,14 @@ DEFAULT_FONTS_DIR = Path("/usr/share/fonts/truetype/noto")
 
 @dataclass(frozen=True, slots=True)
 class WebFont:
-    """One font file: the CSS ``family`` it is served as, its ``weight`` (400 or 700), the
-    ``unicode_range`` it covers (CSS syntax) and the ``local_name`` of an installed copy."""
+    """One font file: the CSS ``family`` it is served as, the ``weight`` range it serves (CSS
+    ``font-weight`` of ``@font-face``: ``"100 549"`` regular, ``"550 900"`` bold) and the
+    ``unicode_range`` it covers (CSS syntax)."""
 
     file: str
     family: str
-    weight: int
+    weight: str
     unicode_range: str
-    local_name: str
 
 
 # Unicode ranges: each script's block, its Vedic extensions where used, ZWNJ/ZWJ, the dotted
@@ -48,11 +51,10 @@ _DEVANAGARI = "U+0900-097F, U+1CD0-1CF9, U+200C-200D, U+20B9, U+25CC, U+A8E0-A8F
 _GUJARATI = "U+0A80-0AFF, U+200C-200D, U+20B9, U+25CC"
 _TELUGU = "U+0C00-0C7F, U+200C-200D, U+20B9, U+25CC"
 WEB_FONTS: tuple[WebFont, ...] = tuple(
-    WebFont(f"NotoSans{script}-{style}.ttf", f"VR Noto Sans {script}", weight, ranges,
-            f"Noto Sans {script}" + (" Bold" if weight == 700 else ""))
+    WebFont(f"NotoSans{script}-{style}.ttf", f"VR Noto Sans {script}", weight, ranges)
     for script, ranges in (("Devanagari", _DEVANAGARI), ("Gujarati", _GUJARATI),
                            ("Telugu", _TELUGU))
-    for style, weight in (("Regular", 400), ("Bold", 700)))
+    for style, weight in (("Regular", "100 549"), ("Bold", "550 900")))
 """The six files served (three scripts, regular and bold)."""
 FONT_FAMILIES = tuple(dict.fromkeys(font.family for font in WEB_FONTS))
 """The served families, in the order the page's font stack names them."""
@@ -74,7 +76,8 @@ def available_fonts(fonts_dir: Path) -> tuple[WebFont, ...]:
 
 def font_faces(fonts: tuple[WebFont, ...]) -> str:
     """The page's ``@font-face`` rules for ``fonts`` (served under ``/fonts/``)."""
+    # no local(): every browser draws the page with the same files
     return "\n".join(
         f"@font-face {{ font-family: \"{f.family}\"; font-weight: {f.weight}; "
-        f"font-display: swap; src: local(\"{f.local_name}\"), url(\"/fonts/{f.file}\") "
+        f"font-display: swap; src: url(\"/fonts/{f.file}\") "
         f"format(\"truetype\"); unicode-range: {f.unicode_range}; }}" for f in fonts)
