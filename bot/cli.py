@@ -15,6 +15,7 @@ See ``bot.settings`` for every variable. Exit code 2 when the bot cannot start.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
 
@@ -26,6 +27,7 @@ from bot.telegram import app
 from bot.telegram.startup import check_telegram_settings
 from bot.terminal import ask, console
 from bot.web import app as web
+from bot.web.demo import sarvam_standin, with_demo_voice
 from bot.web.settings import WebSettings
 from bot.whatsapp import app as whatsapp
 from rag.errors import RagError
@@ -105,8 +107,19 @@ def main(argv: list[str] | None = None) -> int:
         if problem is not None:
             print(f"error: {problem}", file=sys.stderr)
             return 2
+    with contextlib.ExitStack() as beside:  # what runs beside the bot: --demo-voice's stand-in
+        return _start(args, web_settings, beside)
+
+
+def _start(args: argparse.Namespace, web_settings: WebSettings | None,
+           beside: contextlib.ExitStack) -> int:
+    """Read the settings, check the start-up, run the chosen front end; the exit code."""
+    demo = None
     try:
         settings = Settings.from_env()
+        if args.demo_voice:  # before the checks: they warn about a missing SARVAM_API_KEY
+            demo = beside.enter_context(sarvam_standin())
+            settings = with_demo_voice(settings, demo)
         if not (args.console or args.whatsapp or args.web):  # Telegram, the default front end
             check_telegram_settings(settings.telegram)  # before minutes of loading the index
         check_startup(settings)  # what every front end needs
@@ -119,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.whatsapp:
             return whatsapp.run_whatsapp(settings)
         if web_settings is not None:
-            return web.run_web(settings, web_settings, demo_voice=args.demo_voice)
+            return web.run_web(settings, web_settings, demo)
         app.run(app.build_application(settings), settings)
     except (StartupError, RagError) as exc:
         print(f"error: {exc}", file=sys.stderr)

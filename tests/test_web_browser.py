@@ -31,6 +31,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from bot.chat.messages import t
@@ -547,3 +548,46 @@ async def test_two_replicas_behind_nginx_serve_one_session_alternately_with_the_
         for port in ports:  # each replica showed the whole conversation once there was one
             assert all(page == seen[-1] for page, served in zip(seen[2:], pages[2:],
                                                                 strict=True) if served == port)
+
+
+def test_the_voice_demo_answers_a_recording_without_a_sarvam_account(sample_index_dir, work,
+                                                                     browser, shots):
+    """``python -m bot --web --demo-voice`` with no ``SARVAM_*`` at all: the page says its
+    transcripts are scripted, and a recording is answered (the stand-in's transcript) with a
+    spoken reply."""
+    from selenium.webdriver.common.by import By
+
+    from bot.web.demo import DEMO_TRANSCRIPT
+
+    env = bot_env(sample_index_dir, work / "demo.db")
+    assert not any(name.startswith("SARVAM_") for name in env)
+    bot, url = _start(["-m", "bot", "--web", "--demo-voice", "--port", "0"], env,
+                      work / "demo.log", r"^web: (http://127\.0\.0\.1:\d+)/ \(auth none "
+                      r"\(loopback\); voice demo")
+    try:
+        browser.delete_all_cookies()
+        browser.get(url + "/")
+        demo = browser.find_element(By.ID, "demo").text
+        assert "transcripts are scripted" in demo and DEMO_TRANSCRIPT in demo
+        record = browser.find_element(By.ID, "record")
+        record.click()
+        wait_for(lambda: record.get_attribute("aria-pressed") == "true", 10)
+        time.sleep(2)
+        record.click()
+        [article] = wait_for(lambda: articles(browser), 90)
+        assert DEMO_TRANSCRIPT in article.find_element(By.CSS_SELECTOR, ".question").text
+        assert article.get_attribute("data-kind") in ("confident", "hedged")
+        assert article.find_element(By.CSS_SELECTOR, "audio").get_attribute("src").endswith(
+            article.get_attribute("id").removeprefix("m-"))
+        screenshot(browser, shots, "demo-voice")
+    finally:
+        _stop(bot)
+    standin = re.search(r"stand-in at (http://127\.0\.0\.1:\d+)", demo_line(work)).group(1)
+    with pytest.raises(httpx.ConnectError):  # it stopped with the bot
+        httpx.get(standin + "/speech-to-text", timeout=5)
+
+
+def demo_line(work: Path) -> str:
+    """The demo bot's ``web_listening`` log line."""
+    return next(line for line in (work / "demo.log").read_text().splitlines()
+                if "web_listening" in line)

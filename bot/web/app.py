@@ -56,7 +56,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, nullcontext
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 import jinja2
@@ -78,7 +78,7 @@ from bot.chat.voice_cache import VoiceAudio
 from bot.errors import VoiceDownloadError
 from bot.settings import Settings
 from bot.web.assets import FONT_FAMILIES, STATIC, WEB_FONTS, available_fonts, font_faces
-from bot.web.demo import DemoVoice, sarvam_standin
+from bot.web.demo import DemoVoice
 from bot.web.settings import WebSettings
 from bot.web.views import ReplyView, decided_view, kind_of, page_exchange
 from rag.text import excerpt
@@ -616,8 +616,8 @@ async def _serve(settings: Settings, web_settings: WebSettings, demo: DemoVoice 
     try:
         async with serving(services, web_settings, demo) as (_front, url):
             auth = "token" if web_settings.token else "none (loopback)"
-            voice = "demo (Sarvam stand-in, scripted transcripts)" if demo else \
-                "sarvam" if settings.sarvam.api_key else "off (no SARVAM_API_KEY)"
+            voice = f"demo (Sarvam stand-in at {demo.base_url}, scripted transcripts)" if demo \
+                else "sarvam" if settings.sarvam.api_key else "off (no SARVAM_API_KEY)"
             log.info("web_listening url=%s/ auth=%s voice=%s", url, auth, voice)
             print(f"web: {url}/ (auth {auth}; voice {voice})", flush=True)
             await until_signalled()
@@ -625,16 +625,12 @@ async def _serve(settings: Settings, web_settings: WebSettings, demo: DemoVoice 
         await services.close()
 
 
-def run_web(settings: Settings, web_settings: WebSettings, *, demo_voice: bool = False) -> int:
-    """Serve the page until SIGINT/SIGTERM; the exit code (2: it cannot start). ``demo_voice``:
-    speech through the Sarvam stand-in (``bot.web.demo``) instead of ``SARVAM_*``."""
+def run_web(settings: Settings, web_settings: WebSettings, demo: DemoVoice | None = None) -> int:
+    """Serve the page until SIGINT/SIGTERM; the exit code (2: it cannot start). ``demo``: the
+    Sarvam stand-in ``settings`` already speak through (``--demo-voice``, ``bot.web.demo``),
+    which the page names."""
     try:
-        with contextlib.ExitStack() as stack:
-            demo = stack.enter_context(sarvam_standin()) if demo_voice else None
-            if demo is not None:
-                sarvam = replace(settings.sarvam, api_key=demo.api_key, base_url=demo.base_url)
-                settings = replace(settings, sarvam=sarvam)
-            asyncio.run(_serve(settings, web_settings, demo))
+        asyncio.run(_serve(settings, web_settings, demo))
     except OSError as exc:  # the port is taken, the host is not this machine's
         print(f"error: cannot listen on {web_settings.host}:{web_settings.port}: "
               f"{exc.strerror or exc}", file=sys.stderr)

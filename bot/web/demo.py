@@ -19,17 +19,19 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bot.errors import StartupError
+from bot.settings import Settings
 
 DEMO_TRANSCRIPT = "छोटे खीरे में कैलोरी की मात्रा"
 """What the stand-in hears in every recording: a Hindi question the sample corpus answers
 ("calories in small cucumbers"), so the demo shows a Devanagari answer and a spoken reply."""
 DEMO_LANGUAGE_CODE = "hi-IN"
-START_TIMEOUT_S = 30.0
-"""Seconds to wait for the stand-in's ``base_url=`` line (it starts in about a second)."""
+START_TIMEOUT_S = 60.0
+"""Seconds to wait for the stand-in's ``base_url=`` line (it starts in about a second; a
+machine busy loading the bot's index beside it can take many times that)."""
 STOP_TIMEOUT_S = 10.0
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -76,6 +78,12 @@ def sarvam_standin(transcript: str = DEMO_TRANSCRIPT,
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+def with_demo_voice(settings: Settings, demo: DemoVoice) -> Settings:
+    """``settings`` with speech-to-text and text-to-speech through the stand-in ``demo``."""
+    return replace(settings, sarvam=replace(settings.sarvam, api_key=demo.api_key,
+                                            base_url=demo.base_url))
 
 
 def _wait_listening(process: subprocess.Popen, log_path: Path) -> str:
