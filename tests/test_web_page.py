@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator
-from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -269,10 +268,13 @@ async def test_a_view_written_by_another_process_is_shown_as_it_was_stored(servi
     assert f'<span class="badge kind-refused">{t("web_kind_refused", "te")}</span>' in article
 
 
-async def test_settings_default_to_a_month_and_thirty_exchanges():
+def test_settings_default_to_a_month_and_thirty_exchanges_and_refuse_bad_values():
     settings = WebSettings.from_env({})
-    assert (settings.keep_days, settings.history) == (30.0, 30)
-    assert replace(settings, port=0).port == 0
+    assert (settings.keep_days, settings.history, settings.trust_proxy) == (30.0, 30, False)
+    with pytest.raises(ValueError, match="BOT_WEB_KEEP_DAYS"):
+        WebSettings.from_env({"BOT_WEB_KEEP_DAYS": "0"})
+    with pytest.raises(ValueError, match="BOT_WEB_TRUST_PROXY"):
+        WebSettings.from_env({"BOT_WEB_TRUST_PROXY": "maybe"})
 
 
 async def test_behind_a_trusted_proxy_new_sessions_are_counted_per_forwarded_address(

@@ -80,10 +80,10 @@ from bot.settings import Settings
 from bot.web.assets import FONT_FAMILIES, STATIC, WEB_FONTS, available_fonts, font_faces
 from bot.web.demo import DemoVoice
 from bot.web.settings import WebSettings
-from bot.web.views import ReplyView, decided_view, kind_of, page_exchange
+from bot.web.views import SHOWN_QUESTION_CHARS, ReplyView, decided_view, kind_of, page_exchange
 from rag.text import excerpt
 from storage.backend import driver_errors
-from storage.web_exchanges import WebExchanges
+from storage.web_exchanges import StoredExchange, WebExchanges
 
 if TYPE_CHECKING:
     from multidict import MultiDictProxy  # aiohttp's (request.post()'s type)
@@ -327,7 +327,7 @@ class WebFrontEnd(MessageLifecycle):
         return self._keep(response, token, is_new)
 
     @staticmethod
-    def _page_lang(request: web.Request, stored: list, chat_lang: str) -> str:
+    def _page_lang(request: web.Request, stored: list[StoredExchange], chat_lang: str) -> str:
         """The language of the page's own words: the newest reply's, else the chat's
         ``/lang``, else the browser's first language when it is one of the four, else
         English."""
@@ -405,7 +405,7 @@ class WebFrontEnd(MessageLifecycle):
         chat_id = chat_id_of(token)
         msg = msg if isinstance(msg, str) and _MSG_RE.fullmatch(msg) else uuid.uuid4().hex
         key = f"{chat_id}:{msg}"
-        shown = excerpt(question, QUESTION_CHARS)
+        shown = excerpt(question, SHOWN_QUESTION_CHARS)  # what the page shows, not all
         payload = {**payload, "chat_id": chat_id, "sent_at": time.time(),
                    "language_code": _asker_of_browser(request).language_code,
                    "question": shown if is_voice else ""}
@@ -506,7 +506,8 @@ class WebFrontEnd(MessageLifecycle):
             with contextlib.suppress(*driver_errors()):  # the answer matters more
                 await self.exchanges.add(
                     message.asker.chat_id, key,
-                    str(payload.get("question") or payload.get("text", "")),
+                    excerpt(str(payload.get("question") or payload.get("text", "")),
+                            SHOWN_QUESTION_CHARS),
                     is_voice=payload.get("type") == "voice", history=self.web.history)
             await super().run(message)
             if message.claim.deferred is None:
