@@ -16,7 +16,7 @@ from rag.language import script_of
 from rag.numbers import side_by_side
 from rag.settings import RagSettings
 from rag.text import clean_query, content_tokens, token_matches, tokenize
-from rag.types import Reason, ReasonCode
+from rag.types import QuestionCut, Reason, ReasonCode
 
 # Prompt-injection phrasings seen in public jailbreak lists and peer input guards (en, hi).
 _INJECTION = re.compile(
@@ -31,35 +31,32 @@ _INJECTION = re.compile(
 
 @dataclass(frozen=True, slots=True)
 class InputVerdict:
-    """``text`` is the cleaned query; ``refusal`` is None when the query passes, else its
-    :class:`Reason` (codes ``empty``, ``too_short``, ``too_long``, ``garbled``,
-    ``unsupported_language``, ``injection``); ``detail`` is the operator's line for the trace."""
+    """``text`` is the cleaned query (its beginning when it was cut: ``cut``); ``refusal`` is
+    None when the query passes, else its :class:`Reason` (codes ``empty``, ``too_short``,
+    ``garbled``, ``unsupported_language``, ``injection``); ``detail`` is the operator's line for
+    the trace."""
 
     is_ok: bool
     text: str
     detail: str
     refusal: Reason | None = None
-
-
-def _refused(code: ReasonCode, text: str, detail: str, **numbers) -> InputVerdict:
-    return InputVerdict(False, text, detail, Reason(code, detail, **numbers))
+    cut: QuestionCut | None = None
 
 
 def check_input(query: str, settings: RagSettings) -> InputVerdict:
-    """Reject empty, over-long, garbled, unsupported-script and prompt-injection queries; the
-    query is first cleaned by :func:`rag.text.clean_query` (control characters, lone surrogates,
+    """Reject empty, garbled, unsupported-script and prompt-injection queries; the query is
+    first cleaned by :func:`rag.text.clean_query` (control characters, lone surrogates,
     zero-width spaces removed; NFKC; whitespace folded; a typed "query:" prefix removed; native
-    digits as ASCII)."""
+    digits as ASCII). A query over ``settings.max_query_chars`` characters is cut to them
+    (:func:`cut_question`) and checked as cut: the verdict's ``cut`` says so, and the reply
+    states the limit."""
     text = clean_query(query or "")
-    n_chars = len(text)
     if not text:
         return _refused(ReasonCode.EMPTY, text, "no text")
-    if n_chars > settings.max_query_chars:
-        return _refused(ReasonCode.TOO_LONG, text, f"{n_chars} chars > {settings.max_query_chars}",
-                        n_chars=n_chars, max_chars=settings.max_query_chars)
+    text, cut = cut_question(text, settings.max_query_chars)
     letters = _letters(text)
     if len(letters) < settings.min_query_chars:
-        return _refused(ReasonCode.TOO_SHORT, text, f"{len(letters)} letters",
+        return _refused(ReasonCode.TOO_SHORT, text, f"{len(letters)} letters", cut,
                         n_letters=len(letters))
     # letters and marks of the scripts the product serves: Latin, Devanagari, Gujarati, Telugu
     n_supported = sum(script_of(ch) is not None for ch in letters)
@@ -67,13 +64,41 @@ def check_input(query: str, settings: RagSettings) -> InputVerdict:
         return _refused(
             ReasonCode.UNSUPPORTED_LANGUAGE, text,
             f"{len(letters) - n_supported}/{len(letters)} letters outside en/hi/gu/te scripts",
+            cut,
         )
     if _INJECTION.search(text):
-        return _refused(ReasonCode.INJECTION, text, "prompt-injection phrasing")
+        return _refused(ReasonCode.INJECTION, text, "prompt-injection phrasing", cut)
     garbled = _garbled_reason(text, len(letters))
     if garbled:
-        return _refused(ReasonCode.GARBLED, text, garbled)
-    return InputVerdict(True, text, f"{n_chars} chars")
+        return _refused(ReasonCode.GARBLED, text, garbled, cut)
+    size = f"{len(text)} chars" if cut is None else \
+        f"{cut.n_chars} chars cut to {cut.n_kept} (limit {cut.max_chars})"
+    return InputVerdict(True, text, size, cut=cut)
+
+
+def _refused(code: ReasonCode, text: str, detail: str, cut: QuestionCut | None = None,
+             **numbers: int) -> InputVerdict:
+    return InputVerdict(False, text, detail, Reason(code, detail, **numbers), cut)
+
+
+CUT_WORD_FRACTION = 0.9
+"""A question over the limit is cut at the last space in its final tenth before the limit (a
+word kept whole); with no space there (one long run of letters, e.g. a URL) it is cut at the
+limit itself."""
+
+
+def cut_question(text: str, max_chars: int) -> tuple[str, QuestionCut | None]:
+    """``text`` (cleaned) cut to at most ``max_chars`` characters, at a word boundary where one
+    is in the last tenth (:data:`CUT_WORD_FRACTION`), and the :class:`QuestionCut` saying so;
+    ``(text, None)`` when it fits."""
+    if len(text) <= max_chars:
+        return text, None
+    kept = text[:max_chars]
+    space = kept.rfind(" ")
+    if space >= max_chars * CUT_WORD_FRACTION:
+        kept = kept[:space]
+    kept = kept.rstrip()
+    return kept, QuestionCut(len(text), len(kept), max_chars)
 
 
 def _letters(text: str) -> list[str]:

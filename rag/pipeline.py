@@ -207,7 +207,7 @@ class Pipeline:
                 stage.decision, stage.detail = self._describe_hits(hits, basis.lang)
             relevance = self._relevance_guard(top_dense, hits, verdict.text, basis, trace)
             prepared = Prepared(text, basis.lang, vector, hits, relevance, trace,
-                                asked=verdict.text, basis=basis,
+                                asked=verdict.text, basis=basis, cut=verdict.cut,
                                 style=question_style(verdict.text, basis.lang))
             answering = self.answers.run(text, basis.lang, vector, hits, relevance.floor, trace,
                                          prepared.style)
@@ -217,6 +217,7 @@ class Pipeline:
             self._lexical_guard(prepared)
             return prepared
         except Refused as refused:  # the one place a refusal leaves prepare
+            refused.result.cut = verdict.cut
             return refused.result
 
     def _input_guard(self, query: str, trace: Trace) -> InputVerdict:

@@ -11,7 +11,7 @@ from rag.answer import GateVerdict, QuestionStyle, ReaderScores
 from rag.guards import RelevanceVerdict
 from rag.language import LanguageBasis
 from rag.selection import Selection
-from rag.types import Hit, Reason, ReasonCode, Result, Status, Trace
+from rag.types import Hit, QuestionCut, Reason, ReasonCode, Result, Status, Trace
 
 
 @dataclass(slots=True)
@@ -40,6 +40,8 @@ class Prepared:
     selection: Selection | None = None
     reading: ReaderScores | None = None
     gate: GateVerdict | None = None
+    cut: QuestionCut | None = None
+    """The input guard's cut of an over-long question (None: read whole)."""
 
     def result(self, status: Status, **fields) -> Result:
         """A Result carrying this question's query (as asked, and as searched when that
@@ -54,6 +56,7 @@ class Prepared:
             is_low_confidence=self.relevance.is_low_confidence,
             trace=self.trace,
             basis=self.basis,
+            cut=self.cut,
             **best_passage(self.hits),
             **fields,
         )

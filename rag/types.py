@@ -37,7 +37,8 @@ class Status(StrEnum):
 class ReasonCode(StrEnum):
     """Why a question got no answer, as a value front ends switch on (never parse the wording).
 
-    Input guard (``Status.REFUSED_BAD_INPUT``): ``empty``, ``too_short``, ``too_long``,
+    Input guard (``Status.REFUSED_BAD_INPUT``): ``empty``, ``too_short``, ``too_long`` (in
+    decisions stored before over-long questions were cut instead, :class:`QuestionCut`),
     ``garbled``, ``unsupported_language``, ``injection``. Relevance guard
     (``REFUSED_NO_MATCH``): ``no_passages`` (the search returned nothing), ``below_floor``.
     Answerability gate (``REFUSED_UNANSWERABLE``): ``not_answerable``; the lexical guard after
@@ -107,6 +108,18 @@ class Reason:
     @classmethod
     def from_dict(cls, data: dict) -> Reason:
         return cls(**{**data, "code": ReasonCode(data["code"])})
+
+
+@dataclass(frozen=True, slots=True)
+class QuestionCut:
+    """A question the input guard cut to its length limit instead of reading it whole
+    (``Result.cut``): it had ``n_chars`` characters after cleaning, the first ``n_kept`` were
+    read (cut at a word boundary where one is near), and the limit is ``max_chars``
+    (``RagSettings.max_query_chars``). Front ends say so in the reply."""
+
+    n_chars: int
+    n_kept: int
+    max_chars: int
 
 
 class FallbackCode(StrEnum):
@@ -347,7 +360,8 @@ class Result:
     ``followup`` is how the message was read
     when it came after a previous turn (``Pipeline.ask(..., after=...)``, issue 44): whether it
     leaned on that turn and what it was searched as; None when it was read with no turn before
-    it.
+    it. ``cut`` is set when the question was longer than the input guard's limit and only
+    its beginning was read (``query`` is that beginning), else None.
     """
 
     status: Status
@@ -369,6 +383,7 @@ class Result:
     best_passage_score: float | None = None
     basis: LanguageBasis | None = None
     followup: FollowUpReading | None = None
+    cut: QuestionCut | None = None
 
     @property
     def is_answered(self) -> bool:

@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # Install everything the project needs on a fresh Debian/Ubuntu box (run as root or with sudo):
-# ffmpeg (pydub's decoder) and espeak-ng (test voice notes) from apt, CPU-only torch, then the
-# project with its dev and hub extras. Safe to run again.
+# ffmpeg (pydub's decoder), espeak-ng (test voice notes) and fonts-noto-core (the Noto Sans
+# Devanagari, Gujarati and Telugu files the web page serves: bot/web/assets.py) from apt,
+# CPU-only torch, then the project with its dev and hub extras. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null; then SUDO="sudo"; fi
-if ! command -v ffmpeg >/dev/null || ! command -v espeak-ng >/dev/null; then
+NOTO=/usr/share/fonts/truetype/noto
+if ! command -v ffmpeg >/dev/null || ! command -v espeak-ng >/dev/null \
+    || [ ! -f "$NOTO/NotoSansDevanagari-Regular.ttf" ] || [ ! -f "$NOTO/NotoSansGujarati-Bold.ttf" ] \
+    || [ ! -f "$NOTO/NotoSansTelugu-Regular.ttf" ]; then
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq ffmpeg espeak-ng >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq ffmpeg espeak-ng fonts-noto-core \
+    >/dev/null
 fi
 
 PY=${PYTHON:-python3}

@@ -24,6 +24,7 @@ Command line (``python -m standins.replicas --help``)::
 
     python -m standins.replicas render --telegram 127.0.0.1:8001,127.0.0.1:8002
     python -m standins.replicas up --telegram 3 --fake-telegram     # a throwaway PostgreSQL
+    python -m standins.replicas up --telegram 0 --web 2             # the page on 2 replicas
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ WHATSAPP_PATH = "/whatsapp"
 READY_TIMEOUT_S = 120.0  # loading the encoder and index, 3 replicas at once on 2 busy cores
 STOP_TIMEOUT_S = 30.0  # SIGTERM, then SIGKILL
 
-Kind = Literal["telegram", "whatsapp"]
+Kind = Literal["telegram", "whatsapp", "web"]
 Balance = Literal["least_conn", "round_robin"]
 
 
@@ -95,7 +96,8 @@ def find_nginx() -> str | None:
 
 
 def render_nginx_conf(*, listen: str, telegram_servers: Sequence[str] = (),
-                      whatsapp_servers: Sequence[str] = (), balance: Balance = "least_conn",
+                      whatsapp_servers: Sequence[str] = (), web_servers: Sequence[str] = (),
+                      balance: Balance = "least_conn",
                       telegram_path: str = TELEGRAM_PATH, whatsapp_path: str = WHATSAPP_PATH,
                       user: str = "", ssl_certificate: str = "", ssl_certificate_key: str = "",
                       template: Path = TEMPLATE) -> str:
@@ -104,8 +106,8 @@ def render_nginx_conf(*, listen: str, telegram_servers: Sequence[str] = (),
     Raises:
         ValueError: no replica at all, an unknown ``balance``, or a certificate without its key.
     """
-    if not telegram_servers and not whatsapp_servers:
-        raise ValueError("no replicas: give at least one Telegram or WhatsApp server")
+    if not telegram_servers and not whatsapp_servers and not web_servers:
+        raise ValueError("no replicas: give at least one Telegram, WhatsApp or web server")
     if balance not in ("least_conn", "round_robin"):
         raise ValueError(f"balance {balance!r} is not one of least_conn, round_robin")
     if bool(ssl_certificate) != bool(ssl_certificate_key):
@@ -114,7 +116,8 @@ def render_nginx_conf(*, listen: str, telegram_servers: Sequence[str] = (),
                              trim_blocks=True, autoescape=False)
     return env.from_string(template.read_text()).render(
         listen=listen, telegram_servers=list(telegram_servers),
-        whatsapp_servers=list(whatsapp_servers), balance=balance, telegram_path=telegram_path,
+        whatsapp_servers=list(whatsapp_servers), web_servers=list(web_servers),
+        balance=balance, telegram_path=telegram_path,
         whatsapp_path=whatsapp_path, user=user, ssl_certificate=ssl_certificate,
         ssl_certificate_key=ssl_certificate_key)
 
@@ -170,16 +173,17 @@ class Replica:
 
 @dataclass
 class ReplicaSet:
-    """``n_telegram`` Telegram webhook replicas and ``n_whatsapp`` WhatsApp replicas on
-    ``database_url`` (``BOT_DATABASE_URL``: ``postgresql://...``; ``sqlite:///file`` for one
-    replica), behind one nginx on 127.0.0.1.
+    """``n_telegram`` Telegram webhook replicas, ``n_whatsapp`` WhatsApp replicas and ``n_web``
+    web page replicas on ``database_url`` (``BOT_DATABASE_URL``: ``postgresql://...``;
+    ``sqlite:///file`` for one replica), behind one nginx on 127.0.0.1.
 
     Args:
         env: the replicas' environment, on top of which the harness sets ``PYTHONPATH``,
-            ``BOT_DATABASE_URL``, ``TELEGRAM_WEBHOOK_*`` and ``WHATSAPP_LISTEN``/``PORT``/
-            ``WEBHOOK_PATH``. It must hold what the bot needs otherwise: ``TELEGRAM_TOKEN``
-            and ``TELEGRAM_API_BASE``/``FILE_BASE`` (a stand-in), ``WHATSAPP_*`` credentials,
-            ``VOICE_RAG_INDEX_DIR``, ``SARVAM_API_KEY``.
+            ``BOT_DATABASE_URL``, ``TELEGRAM_WEBHOOK_*``, ``WHATSAPP_LISTEN``/``PORT``/
+            ``WEBHOOK_PATH`` and ``BOT_WEB_HOST``/``PORT``/``TRUST_PROXY``. It must hold what
+            the bot needs otherwise: ``TELEGRAM_TOKEN`` and ``TELEGRAM_API_BASE``/``FILE_BASE``
+            (a stand-in), ``WHATSAPP_*`` credentials, ``VOICE_RAG_INDEX_DIR``,
+            ``SARVAM_API_KEY``.
         work_dir: logs and nginx's prefix (``work_dir/nginx``); a temporary folder when None,
             deleted by ``stop()``.
         balance: nginx's choice of replica: ``least_conn`` or ``round_robin``.
@@ -194,6 +198,7 @@ class ReplicaSet:
 
     n_telegram: int = 1
     n_whatsapp: int = 0
+    n_web: int = 0
     database_url: str = ""
     env: Mapping[str, str] = field(default_factory=dict)
     work_dir: Path | None = None
@@ -230,6 +235,10 @@ class ReplicaSet:
     def whatsapp(self) -> list[Replica]:
         return self.of("whatsapp")
 
+    @property
+    def web(self) -> list[Replica]:
+        return self.of("web")
+
     def of(self, kind: Kind) -> list[Replica]:
         """The replicas of ``kind``, by index."""
         return [r for r in self.replicas if r.kind == kind]
@@ -264,14 +273,15 @@ class ReplicaSet:
             ReplicaError: nginx is missing or refused its config, or a replica exited or did
                 not listen within ``ready_timeout_s`` (the message ends with its log).
         """
-        if self.n_telegram + self.n_whatsapp < 1:
+        if self.n_telegram + self.n_whatsapp + self.n_web < 1:
             raise ValueError("a ReplicaSet needs at least one replica")
         if self.work_dir is None:
             self.work_dir, self._is_temp_dir = Path(tempfile.mkdtemp(prefix="voice-rag-rs-")), True
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.webhook_secret = self.webhook_secret or secrets.token_urlsafe(16)
-        kinds: list[Kind] = ["telegram"] * self.n_telegram + ["whatsapp"] * self.n_whatsapp
-        counts = {"telegram": 0, "whatsapp": 0}
+        kinds: list[Kind] = (["telegram"] * self.n_telegram + ["whatsapp"] * self.n_whatsapp
+                             + ["web"] * self.n_web)
+        counts = {"telegram": 0, "whatsapp": 0, "web": 0}
         for kind in kinds:
             self.replicas.append(Replica(kind, counts[kind], free_port(),
                                          self.work_dir / f"{kind}-{counts[kind]}.log"))
@@ -297,14 +307,18 @@ class ReplicaSet:
                     "TELEGRAM_WEBHOOK_SECRET": self.webhook_secret,
                     "TELEGRAM_WEBHOOK_LISTEN": "127.0.0.1",
                     "TELEGRAM_WEBHOOK_PORT": str(replica.port)}
-        else:
+        elif replica.kind == "whatsapp":
             env |= {"WHATSAPP_LISTEN": "127.0.0.1", "WHATSAPP_PORT": str(replica.port),
                     "WHATSAPP_WEBHOOK_PATH": WHATSAPP_PATH}
+        else:  # the page; nginx's X-Forwarded-For names the client
+            env |= {"BOT_WEB_HOST": "127.0.0.1", "BOT_WEB_PORT": str(replica.port),
+                    "BOT_WEB_TRUST_PROXY": "1"}
         env.pop("PORT", None)
         return env
 
     async def _spawn(self, replica: Replica) -> None:
-        args = ["-m", "bot"] + (["--whatsapp"] if replica.kind == "whatsapp" else [])
+        args = ["-m", "bot"] + {"telegram": [], "whatsapp": ["--whatsapp"],
+                                "web": ["--web"]}[replica.kind]
         with replica.log_path.open("ab") as log:
             replica.process = await asyncio.create_subprocess_exec(
                 self.python, *args, cwd=self.code, env=self.replica_env(replica),
@@ -345,6 +359,7 @@ class ReplicaSet:
             listen=f"127.0.0.1:{self.nginx_port}", balance=self.balance,
             telegram_servers=[f"127.0.0.1:{r.port}" for r in self.telegram],
             whatsapp_servers=[f"127.0.0.1:{r.port}" for r in self.whatsapp],
+            web_servers=[f"127.0.0.1:{r.port}" for r in self.web],
             user=pwd.getpwuid(os.geteuid()).pw_name if os.geteuid() == 0 else "")
         (prefix / "nginx.conf").write_text(conf)
         command = [nginx, "-p", str(prefix), "-e", str(prefix / "logs" / "error.log"),
@@ -371,8 +386,8 @@ class ReplicaSet:
         return which if isinstance(which, Replica) else self.replicas[which]
 
     async def kill(self, which: int | Replica) -> int:
-        """SIGKILL a replica (``replicas[which]``: Telegram ones first, then WhatsApp); its exit
-        status (``-9``)."""
+        """SIGKILL a replica (``replicas[which]``: Telegram ones first, then WhatsApp, then web);
+        its exit status (``-9``)."""
         replica = self._replica(which)
         assert replica.process is not None, "not started"
         replica.signal(signal.SIGKILL)
@@ -427,7 +442,8 @@ def _render(args: argparse.Namespace) -> int:
     try:
         print(render_nginx_conf(
             listen=args.listen, telegram_servers=_servers(args.telegram),
-            whatsapp_servers=_servers(args.whatsapp), balance=args.balance,
+            whatsapp_servers=_servers(args.whatsapp), web_servers=_servers(args.web),
+            balance=args.balance,
             telegram_path=args.telegram_path, whatsapp_path=args.whatsapp_path, user=args.user,
             ssl_certificate=args.ssl_certificate, ssl_certificate_key=args.ssl_certificate_key),
             end="")
@@ -461,7 +477,8 @@ async def _up(args: argparse.Namespace) -> int:
             print(f"fake telegram: {tg.url}/_control/ (push_text, wait)", flush=True)
         work_dir = Path(args.work_dir) if args.work_dir else None
         replicas = await stack.enter_async_context(ReplicaSet(
-            n_telegram=args.telegram, n_whatsapp=args.whatsapp, database_url=url, env=env,
+            n_telegram=args.telegram, n_whatsapp=args.whatsapp, n_web=args.web,
+            database_url=url, env=env,
             work_dir=work_dir, balance=args.balance))
         print(f"nginx pid={replicas.nginx_pid} {replicas.url} "
               f"(conf and logs in {replicas.nginx_dir})", flush=True)
@@ -486,6 +503,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="nginx's listen directive (default %(default)s; '443 ssl')")
     render.add_argument("--telegram", default="", help="host:port,... of Telegram replicas")
     render.add_argument("--whatsapp", default="", help="host:port,... of WhatsApp replicas")
+    render.add_argument("--web", default="", help="host:port,... of web page replicas")
     render.add_argument("--telegram-path", default=TELEGRAM_PATH)
     render.add_argument("--whatsapp-path", default=WHATSAPP_PATH)
     render.add_argument("--user", default="", help="nginx's user directive (master as root)")
@@ -495,6 +513,7 @@ def main(argv: list[str] | None = None) -> int:
     up = sub.add_parser("up", help="run replicas behind nginx here until Ctrl-C")
     up.add_argument("--telegram", type=int, default=2, help="Telegram webhook replicas")
     up.add_argument("--whatsapp", type=int, default=0, help="WhatsApp webhook replicas")
+    up.add_argument("--web", type=int, default=0, help="web page replicas (nginx's /)")
     up.add_argument("--database-url", default="",
                     help="BOT_DATABASE_URL (default: $BOT_DATABASE_URL, else a throwaway "
                          "PostgreSQL cluster)")

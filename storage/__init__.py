@@ -7,8 +7,9 @@ embedded default) or PostgreSQL (``BOT_DATABASE_URL``), through :mod:`storage.ba
 - :mod:`storage.migrations`: the numbered migrations of both, applied once under a lock.
 - :mod:`storage.db` (``Database``), :mod:`storage.inbox` (``Inbox``: claims, leases, per-chat
   order), :mod:`storage.ratelimit` (``RateLimitStore``), :mod:`storage.repeats`
-  (``RepeatStore``), :mod:`storage.voice_index` (``VoiceIndex``).
-- :mod:`storage.reader`: the dashboard's read-only view, over either backend.
+  (``RepeatStore``), :mod:`storage.voice_index` (``VoiceIndex``), :mod:`storage.web_exchanges`
+  (``WebExchanges``: the web page's conversations).
+- :mod:`storage.reader`: the dashboard's read-only view over either backend.
 """
 
 from .db import (

@@ -36,6 +36,7 @@ from rag.types import (
     FallbackCode,
     FollowUpReading,
     LanguageBasis,
+    QuestionCut,
     Reason,
     Result,
     Stage,
@@ -247,6 +248,7 @@ class Database:
         fallback = None if result.fallback is None else result.fallback.value
         followup, basis = (None if fact is None else _storable(json.dumps(
             asdict(fact), ensure_ascii=False)) for fact in (result.followup, result.basis))
+        cut = None if result.cut is None else json.dumps(asdict(result.cut))
         async with self._transaction() as conn:
             row = await conn.fetchone(
                 """
@@ -255,9 +257,9 @@ class Database:
                     query, lang, status, mode, answer, answer_lang, message,
                     top_score, floor, is_low_confidence, citations, trace,
                     total_ms, stt_ms, reply_ms, reason, fallback, searched,
-                    best_passage_id, best_passage_score, followup, language_basis
+                    best_passage_id, best_passage_score, followup, language_basis, cut
                 ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
-                          ?, ?, ?, ?)
+                          ?, ?, ?, ?, ?)
                 RETURNING id
                 """,
                 (
@@ -267,7 +269,7 @@ class Database:
                     int(result.is_low_confidence), citations, trace,
                     result.trace.total_ms, stt_ms, reply_ms, reason, fallback, searched,
                     _storable(result.best_passage_id), result.best_passage_score, followup,
-                    basis,
+                    basis, cut,
                 ),
             )
             decision_id = row[0]
@@ -321,6 +323,12 @@ class Database:
             "SELECT * FROM decisions WHERE channel = ? AND chat_id = ? ORDER BY id DESC LIMIT 1",
             (channel, chat_id),
         )
+        return None if row is None else _decision_from_row(row)
+
+    async def decision(self, decision_id: int) -> StoredDecision | None:
+        """Decision ``decision_id`` as stored now (with the stages added after its reply), or
+        None if there is no such id."""
+        row = await self._fetchone("SELECT * FROM decisions WHERE id = ?", (decision_id,))
         return None if row is None else _decision_from_row(row)
 
     async def refusals(self, channel: str | None = None, chat_id: int | None = None,
@@ -482,6 +490,7 @@ def _decision_from_row(row: aiosqlite.Row) -> StoredDecision:
         followup=None if row["followup"] is None
         else FollowUpReading(**json.loads(row["followup"])),
         basis=_basis(row["language_basis"]),
+        cut=None if row["cut"] is None else QuestionCut(**json.loads(row["cut"])),
     )
     return StoredDecision(
         id=row["id"],

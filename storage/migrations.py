@@ -437,6 +437,46 @@ async def m009_decision_best_passage(conn: Tx) -> None:
 
 
 @migration
+async def m010_web_conversations(conn: Tx) -> None:
+    """The web page's conversations, so a restart keeps them and any replica serves any session
+    (:mod:`storage.web_exchanges`), and what the input guard cut:
+
+    - ``web_exchanges``: one row per message of a browser session (``chat_id``, the inbox's
+      ``message_key``), its ``question`` as shown, ``is_voice``, the page's ``view`` of the
+      reply (JSON, the front end's; NULL until answered), ``is_done``, the spoken reply
+      (``voice_ogg``, OGG/Opus, ``voice_s`` seconds), the recording until it is answered
+      (``upload``), and when it was made and last changed (Unix seconds); binary columns are
+      ``BLOB`` on SQLite, ``BYTEA`` on PostgreSQL;
+    - ``decisions.cut``: JSON of ``rag.types.QuestionCut`` (characters the question had, read,
+      the limit) when the question was cut to the input guard's limit; NULL otherwise and in
+      older rows.
+    """
+    t = sql_types(conn.dialect)
+    blob = "BYTEA" if conn.dialect == POSTGRESQL else "BLOB"
+    await conn.execute(
+        f"""
+        CREATE TABLE web_exchanges (
+            id {t.id_pk},
+            chat_id {t.integer} NOT NULL,
+            message_key TEXT NOT NULL UNIQUE,
+            question TEXT NOT NULL,
+            is_voice {t.integer} NOT NULL DEFAULT 0,
+            view TEXT,
+            is_done {t.integer} NOT NULL DEFAULT 0,
+            voice_ogg {blob},
+            voice_s {t.real},
+            upload {blob},
+            created_at_s {t.real} NOT NULL,
+            updated_at_s {t.real} NOT NULL
+        )
+        """
+    )
+    await conn.execute("CREATE INDEX web_exchanges_chat ON web_exchanges (chat_id, id)")
+    await conn.execute("CREATE INDEX web_exchanges_updated ON web_exchanges (updated_at_s)")
+    await conn.execute("ALTER TABLE decisions ADD COLUMN cut TEXT")
+
+
+@migration
 async def m011_chat_context(conn: Tx) -> None:
     """Follow-up questions (issue 44): ``chat_context``, each chat's conversation context, and
     ``decisions.followup``.

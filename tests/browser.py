@@ -30,9 +30,11 @@ T = TypeVar("T")
 
 
 @contextmanager
-def chromium(args: Iterable[str] = (), prefs: dict[str, Any] | None = None) -> Iterator[Any]:
+def chromium(args: Iterable[str] = (), prefs: dict[str, Any] | None = None,
+             env: dict[str, str] | None = None) -> Iterator[Any]:
     """A headless Chromium (Selenium ``webdriver.Chrome``) at :data:`DESKTOP` size, with
-    ``args`` added to its command line and ``prefs`` to its preferences; quit on exit."""
+    ``args`` added to its command line and ``prefs`` to its preferences, ``env`` (None: this
+    process's) as chromedriver's and so Chromium's environment; quit on exit."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -44,7 +46,7 @@ def chromium(args: Iterable[str] = (), prefs: dict[str, Any] | None = None) -> I
         options.add_argument(arg)
     if prefs:
         options.add_experimental_option("prefs", prefs)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER, env=env), options=options)
     driver.implicitly_wait(0)
     try:
         yield driver

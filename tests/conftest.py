@@ -93,8 +93,24 @@ TOOLS: dict[str, tuple[Callable[[], str | None], str]] = {
     "chromedriver": (lambda: shutil.which("chromedriver"),
                      "apt-get install chromium-driver; .ci/run does"),
     "nginx": (_nginx, "apt-get install nginx-light; .ci/run does"),
+    "fonts-noto-core": (lambda: _noto_fonts(),
+                        "apt-get install fonts-noto-core; scripts/install.sh does"),
+    "fonts-dejavu-core": (lambda: _folder("/usr/share/fonts/truetype/dejavu"),
+                          "apt-get install fonts-dejavu-core; scripts/install.sh does"),
 }
 """The programs tests may need: how each is found, and how to install it."""
+
+
+def _noto_fonts() -> str | None:
+    """The folder of the Noto fonts the web page serves, when every one of them is there."""
+    from bot.web.assets import DEFAULT_FONTS_DIR, WEB_FONTS
+
+    ok = all((DEFAULT_FONTS_DIR / font.file).is_file() for font in WEB_FONTS)
+    return str(DEFAULT_FONTS_DIR) if ok else None
+
+
+def _folder(path: str) -> str | None:
+    return path if Path(path).is_dir() else None
 
 
 def needs_tools(*names: str) -> pytest.MarkDecorator:

@@ -139,3 +139,21 @@ async def test_the_same_question_from_a_telegram_and_a_whatsapp_chat_with_one_id
     assert replies[1].decision_id not in (None, replies[0].decision_id)
     # the window is on: Telegram's 42 asked it a moment ago
     assert repeat == ["You asked this a moment ago: my answer is above."], repeat
+
+
+async def test_a_reply_carries_its_decisions_status_and_the_language_it_is_written_in(services):
+    """Issue 41: a front end labels a reply from the reply itself (no reading back)."""
+    asker = Asker("web", 9, user_id=9)
+    answered = await reply_to_text(services, asker, "छोटे खीरे में कैलोरी की मात्रा")
+    stored = await services.db.last_decision("web", 9)
+    assert (answered.status, answered.lang) == (stored.result.status, "hi")
+    assert answered.status in (Status.ANSWERED, Status.HEDGED)
+    refused = await reply_to_text(services, asker, "Who is the Prime Minister of India?")
+    assert refused.status.is_refusal and refused.lang == "en"
+    helped = await reply_to_text(services, asker, "/help")
+    assert (helped.status, helped.decision_id, helped.lang) == (None, None, "en")
+    await lang_reply(services, asker, "gu")
+    told = await reply_to_text(services, asker, "/voice")
+    assert told.lang == "gu" and told.status is None
+    why = await reply_to_text(services, asker, "/why")
+    assert why.lang == "en"  # the language of the question it explains

@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
-from rag.guards import check_grounding, check_input, check_relevance, token_overlap
+from rag.guards import check_grounding, check_input, check_relevance, cut_question, token_overlap
 from rag.settings import RagSettings
-from rag.types import Reason, ReasonCode
+from rag.types import QuestionCut, Reason, ReasonCode
 
 S = RagSettings()
 
@@ -18,7 +18,7 @@ S = RagSettings()
         ("ँऀ99", "too_short"),
         ("ँऀ", "too_short"),
         ("\u0301\u0301\u0301 12", "too_short"),
-        ("what " * 250, "too_long"),
+        ("what " * 250, "garbled"),  # cut to 1,000 characters, then one word repeated
         ("\x00\x01\x1b", "empty"),
         ("!!!! #### 12345 ???? %%%% ab", "garbled"),
         ("aaaaaaaaaaaaaaaaaaa", "garbled"),
@@ -34,10 +34,27 @@ def test_input_guard_refuses_bad_input(query, reason):
     assert verdict.refusal.code is ReasonCode(reason)
 
 
-def test_too_long_refusal_carries_its_numbers():
-    verdict = check_input("what " * 250, S)
-    assert verdict.refusal == Reason(ReasonCode.TOO_LONG, f"1249 chars > {S.max_query_chars}",
-                                     n_chars=1249, max_chars=S.max_query_chars)
+def test_an_over_long_question_is_cut_at_a_word_and_checked_as_cut():
+    question = "How much does an Xbox 360 cost and what comes in the box with it? " * 20
+    verdict = check_input(question, S)
+    n_chars = len(question.strip())
+    assert n_chars > S.max_query_chars
+    assert verdict.is_ok and verdict.refusal is None
+    assert len(verdict.text) <= S.max_query_chars and question.startswith(verdict.text)
+    assert question[len(verdict.text)] == " "  # a word kept whole
+    assert verdict.cut == QuestionCut(n_chars, len(verdict.text), S.max_query_chars)
+    assert verdict.detail == f"{n_chars} chars cut to {len(verdict.text)} (limit 1000)"
+    # a refusal of the cut text still says it was cut
+    assert check_input("what " * 250, S).cut == QuestionCut(1249, 999, S.max_query_chars)
+
+
+def test_a_question_within_the_limit_is_not_cut_and_a_run_without_spaces_is_cut_at_it():
+    fits = check_input("xy" + " y" * ((S.max_query_chars - 1) // 2), S)
+    assert len(fits.text) == S.max_query_chars and fits.cut is None
+    assert cut_question("abcdefghij" * 150, 1000) == (
+        "abcdefghij" * 100, QuestionCut(1500, 1000, 1000))
+    assert cut_question("ab " * 400, 1000) == (("ab " * 333).rstrip(),
+                                               QuestionCut(1200, 998, 1000))
 
 
 def test_relevance_refusal_carries_score_floor_and_language():

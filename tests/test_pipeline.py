@@ -10,7 +10,7 @@ from rag.errors import EncoderMismatchError
 from rag.language import detect_language
 from rag.pipeline import Pipeline
 from rag.settings import RagSettings
-from rag.types import Reason, ReasonCode, Status
+from rag.types import QuestionCut, Reason, ReasonCode, Status
 
 ROOT_STAGES = ["input_guard", "language", "embed", "search", "relevance_guard"]
 
@@ -89,12 +89,19 @@ def test_bad_input_is_refused_before_embedding(fake_pipeline):
     assert result.trace.get("embed") is None
 
 
-def test_too_long_input_carries_its_length_and_the_limit(fake_pipeline):
-    result = fake_pipeline.ask("how much does it cost " * 60)
+def test_an_over_long_question_is_cut_to_the_limit_answered_from_its_start_and_says_so(
+        fake_pipeline):
+    question = "How much does an Xbox 360 cost? " + "I would like to know the price. " * 40
+    result = fake_pipeline.ask(question)
     limit = fake_pipeline.settings.max_query_chars
-    assert result.status is Status.REFUSED_BAD_INPUT
-    assert (result.reason.code, result.reason.max_chars) == (ReasonCode.TOO_LONG, limit)
-    assert result.reason.n_chars == len(result.query) > limit
+    assert result.shows_answer, result.message
+    assert result.cut == QuestionCut(len(question.strip()), len(result.query), limit)
+    assert question.startswith(result.query) and len(result.query) <= limit
+    assert result.trace.get("input_guard").detail.startswith(
+        f"ok: {len(question.strip())} chars cut to {len(result.query)} (limit {limit})")
+    # refused after the cut, the refusal carries it too
+    refused = fake_pipeline.ask("what " * 250)
+    assert refused.status is Status.REFUSED_BAD_INPUT and refused.cut.n_chars == 1249
 
 
 def test_every_refusal_and_error_has_a_reason(fake_pipeline):

@@ -22,6 +22,7 @@ from rag.types import (
     LANGUAGES,
     Citation,
     FallbackCode,
+    QuestionCut,
     Reason,
     ReasonCode,
     Result,
@@ -435,3 +436,58 @@ def test_t_falls_back_to_english_and_formats():
 def test_parse_html_helper_rejects_what_telegram_would():
     with pytest.raises(HtmlError):
         parse_html("<b>x")
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_a_cut_question_says_so_with_the_limit_in_the_users_language(lang):
+    result = answered(cut=QuestionCut(n_chars=5000, n_kept=997, max_chars=1000), lang=lang)
+    [message] = render_result(result, lang)
+    note = parse_html(message).split("\n\n")[0]
+    assert note == t("question_cut", lang, n_chars="5,000", n_kept="997", max_chars="1,000")
+    assert "5,000" in note and "1,000" in note and "997" in note
+    assert "5,000" not in parse_html(render_result(answered(), lang)[0])  # not cut: no note
+
+
+def test_every_answer_that_cites_ends_with_its_citation_marks():
+    confident = parse_html(render_result(answered(), "en")[0])
+    assert confident.startswith("Paris is the capital of France. [1]\n\n")
+    two = [Citation("en-1-1", "en", 0.9, "a"), Citation("en-2-1", "en", 0.88, "b")]
+    generated = parse_html(render_result(answered(mode="generative", citations=two), "en")[0])
+    assert generated.startswith("Paris is the capital of France. [1][2]\n\n")
+    extractive = parse_html(render_result(answered(citations=two), "en")[0])
+    assert extractive.startswith("Paris is the capital of France. [1]\n\n")  # read from [1]
+    hedged = parse_html(render_result(answered(status=Status.HEDGED), "en")[0])
+    assert hedged.count("[1]") == 1  # the hedge's own mark, not a second one
+    uncited = parse_html(render_result(answered(citations=[]), "en")[0])
+    assert "[" not in uncited
+
+
+def test_why_in_plain_words_states_the_outcome_and_its_numbers_in_the_users_language():
+    trace = Trace()
+    trace.add("search", "ok", "top 0.912", 800.0)
+    trace.add("relevance_guard", "passed", "top 0.912 >= floor 0.840", 450.0)
+    summary = render.why_summary(answered(trace=trace), "en")
+    assert summary.startswith("Answered: the closest passage matched your question with a "
+                              "score of 0.912, above the 0.840 a question in English needs")
+    assert summary.endswith("It took 1.25 s in 2 step(s):")
+    hedged = answered(status=Status.HEDGED, lang="hi", reason=Reason(
+        ReasonCode.HEDGED, score=0.912, floor=0.85, probability=0.675, threshold=0.698))
+    assert "68%" in render.why_summary(hedged, "hi") and "70%" in render.why_summary(hedged, "hi")
+    refused = Result(Status.REFUSED_NO_MATCH, "q", "gu", top_score=0.779, floor=0.84,
+                     reason=Reason(ReasonCode.BELOW_FLOOR, score=0.779, floor=0.84, lang="gu"))
+    assert render.why_summary(refused, "gu").startswith(
+        t("why_summary_refused", "gu", reason=render.refusal_text(refused, "gu")))
+    error = Result(Status.ERROR, "q", "te", reason=Reason(ReasonCode.PIPELINE_ERROR, "boom"))
+    assert render.why_summary(error, "te").startswith(t("why_summary_error", "te"))
+    # the stages given (the spoken reply's added after the answer) are the ones counted
+    assert render.why_summary(answered(trace=trace), "en", trace.stages[:1]).endswith(
+        "It took 0.80 s in 1 step(s):")
+
+
+def test_a_reply_without_its_sources_keeps_everything_else():
+    result = answered(is_low_confidence=True)
+    whole = parse_html(render_result(result, "en")[0])
+    bare = parse_html(to_html(render.render_result(result, "en", with_sources=False))[0])
+    assert "Sources" in whole and "en-1102432-5" in whole
+    assert "Sources" not in bare and "en-1102432-5" not in bare
+    assert whole.startswith(bare) and "Low confidence" in bare and "[1]" in bare

@@ -39,13 +39,26 @@ def test_nginx_conf_leaves_out_a_channel_without_replicas():
         render_nginx_conf(listen="8080")
 
 
+def test_nginx_conf_serves_the_web_page_from_its_replicas_at_the_root():
+    conf = render_nginx_conf(listen="127.0.0.1:8080", web_servers=["127.0.0.1:8004",
+                                                                   "127.0.0.1:8005"])
+    web = re.search(r"upstream web_replicas \{(.*?)\}", conf, re.S).group(1)
+    assert "127.0.0.1:8004" in web and "127.0.0.1:8005" in web
+    root = re.search(r"location / \{(.*?)\}", conf, re.S).group(1)
+    assert "proxy_pass http://web_replicas;" in root
+    assert "client_max_body_size 6m;" in root and "proxy_read_timeout 100s;" in root
+    assert "sticky" not in conf and "ip_hash" not in conf and "telegram" not in conf
+    without = render_nginx_conf(listen="127.0.0.1:8080", telegram_servers=["127.0.0.1:8001"])
+    assert "web_replicas" not in without and "return 404;" in without
+
+
 @needs_tools("nginx")
 def test_nginx_accepts_the_rendered_conf(tmp_path):
     for folder in ("logs", "temp"):  # nginx makes temp/* itself, not these
         (tmp_path / folder).mkdir()
     (tmp_path / "nginx.conf").write_text(render_nginx_conf(
         listen="127.0.0.1:8080", telegram_servers=["127.0.0.1:8001"],
-        whatsapp_servers=["127.0.0.1:8002"]))
+        whatsapp_servers=["127.0.0.1:8002"], web_servers=["127.0.0.1:8003"]))
     check = subprocess.run([find_nginx(), "-t", "-p", str(tmp_path), "-e",
                             str(tmp_path / "logs" / "error.log"), "-c",
                             str(tmp_path / "nginx.conf")], capture_output=True, text=True)

@@ -79,6 +79,7 @@ EXPECTED = {
         "followup": "TEXT",
         "language_basis": "TEXT",
         "tts_failure": "TEXT",
+        "cut": "TEXT",
     },
     "refusals": {
         "id": "INTEGER",
@@ -126,6 +127,10 @@ EXPECTED = {
     "chat_context": {"channel": "TEXT", "chat_id": "INTEGER", "question": "TEXT", "lang": "TEXT",
                      "passage_ids": "TEXT", "answer": "TEXT", "at_s": "REAL",
                      "n_followups": "INTEGER"},
+    "web_exchanges": {"id": "INTEGER", "chat_id": "INTEGER", "message_key": "TEXT",
+                      "question": "TEXT", "is_voice": "INTEGER", "view": "TEXT",
+                      "is_done": "INTEGER", "voice_ogg": "BLOB", "voice_s": "REAL",
+                      "upload": "BLOB", "created_at_s": "REAL", "updated_at_s": "REAL"},
 }
 PREVIOUS_VERSION_DB = REPO_ROOT / "tests" / "fixtures" / "bot-m005.sqlite3"
 """A database written by the previous version (main before issue #23: migrations m001-m005)
@@ -194,7 +199,8 @@ async def sqlite_db(db_path: Path):
 
 
 # PostgreSQL's column types as the SQLite schema declares them (storage.backend.sql_types)
-_PG_TYPES = {"bigint": "INTEGER", "double precision": "REAL", "text": "TEXT"}
+_PG_TYPES = {"bigint": "INTEGER", "double precision": "REAL", "text": "TEXT",
+             "bytea": "BLOB"}
 
 
 async def schema_of(db: Database) -> dict[str, dict[str, str]]:

@@ -118,7 +118,7 @@ async def why_reply(ctx: UpdateContext, replied_to: int | None = None) -> Reply:
     result = stored.result
     return Reply([render_trace(result.trace, result.lang,
                                query=result.query or stored.transcript,
-                               followup=result.followup)])
+                               followup=result.followup)], lang=result.lang)
 
 
 @per_update
@@ -138,15 +138,16 @@ async def lang_reply(ctx: UpdateContext, arg: str | None) -> Reply:
     is read on its own, not as a follow-up of a question asked in the other language."""
     choice, ui = (arg or "").strip().lower(), ctx.ui
     if choice not in CHAT_LANGS:
-        return Reply([Text.plain(f"{lang_line(ctx.chat.lang, ui)}\n{t('lang_usage', ui)}")])
+        usage = f"{lang_line(ctx.chat.lang, ui)}\n{t('lang_usage', ui)}"
+        return Reply([Text.plain(usage)], lang=ui)
     chat = await ctx.services.db.set_chat_settings(ctx.asker.channel, ctx.chat_id, lang=choice)
     log.info("chat_settings chat_id=%d lang=%s", ctx.chat_id, choice)
     if choice != ctx.chat.lang:
         await conversation.forget(ctx.services, ctx.asker, "lang")
     ui = ui_language(chat.lang, ctx.asker)  # the new choice speaks already
     if choice == "auto":
-        return Reply([Text.plain(t("lang_auto", ui))])
-    return Reply([Text.plain(t("lang_set", ui, language=language_name(choice, ui)))])
+        return Reply([Text.plain(t("lang_auto", ui))], lang=ui)
+    return Reply([Text.plain(t("lang_set", ui, language=language_name(choice, ui)))], lang=ui)
 
 
 @per_update
@@ -158,13 +159,13 @@ async def mode_reply(ctx: UpdateContext, arg: str | None) -> Reply:
     has_llm_key = bool(ctx.services.settings.openrouter.api_key)
     if choice not in MODES:
         current = mode_line(ctx.chat.mode, ui, has_llm_key=has_llm_key)
-        return Reply([Text.plain(f"{current}\n{t('mode_usage', ui)}")])
+        return Reply([Text.plain(f"{current}\n{t('mode_usage', ui)}")], lang=ui)
     await ctx.services.db.set_chat_settings(ctx.asker.channel, ctx.chat_id, mode=choice)
     log.info("chat_settings chat_id=%d mode=%s", ctx.chat_id, choice)
     text = t("mode_set", ui, mode=t(f"mode_{choice}", ui))
     if choice == "generative" and not has_llm_key:
         text += "\n" + t("mode_no_llm_key", ui)
-    return Reply([Text.plain(text)])
+    return Reply([Text.plain(text)], lang=ui)
 
 
 @per_update
@@ -175,10 +176,10 @@ async def voice_command_reply(ctx: UpdateContext, arg: str | None) -> Reply:
     choice, ui, services = (arg or "").strip().lower(), ctx.ui, ctx.services
     if choice not in VOICE_MODES:
         current = voice_line(ctx.chat.voice, ui, services)
-        return Reply([Text.plain(f"{current}\n{t('voice_usage', ui)}")])
+        return Reply([Text.plain(f"{current}\n{t('voice_usage', ui)}")], lang=ui)
     await services.db.set_chat_settings(ctx.asker.channel, ctx.chat_id, voice=choice)
     log.info("chat_settings chat_id=%d voice=%s", ctx.chat_id, choice)
-    return Reply([Text.plain(voice_line(choice, ui, services))])
+    return Reply([Text.plain(voice_line(choice, ui, services))], lang=ui)
 
 
 async def command_reply(services: Services, asker: Asker, name: str,

@@ -65,7 +65,7 @@ class UpdateContext:
     def say(self, key: str, **args: object) -> Reply:
         """The message ``key`` of ``bot.chat.messages`` (formatted with ``args``) in :attr:`ui`, as
         one message, e.g. ``say("unknown_command", command="/foo")``."""
-        return Reply([Text.plain(t(key, self.ui, **args))])
+        return Reply([Text.plain(t(key, self.ui, **args))], lang=self.ui)
 
 
 async def load_context(services: Services, asker: Asker, *,
@@ -153,4 +153,5 @@ async def stranger_reply(services: Services, asker: Asker) -> Reply:
                 asker.user_id, asker.chat_id, "refusal" if is_told else "dropped")
     if not is_told:
         return Reply([])
-    return Reply([Text.plain(t("not_allowed", asker.interface_lang or "en"))])
+    lang = asker.interface_lang or "en"
+    return Reply([Text.plain(t("not_allowed", lang))], lang=lang)

@@ -121,6 +121,17 @@ MESSAGES: dict[str, dict[str, str]] = {
         "gu": "તમારો પ્રશ્ન બહુ લાંબો છે: કૃપા કરીને તેને {max_chars} અક્ષરોથી ટૂંકો રાખો.",
         "te": "మీ ప్రశ్న చాలా పొడవుగా ఉంది: దయచేసి {max_chars} అక్షరాల లోపు ఉంచండి.",
     },
+    # a question over rag.settings.RagSettings.max_query_chars, cut by the input guard
+    "question_cut": {
+        "en": "Your question was {n_chars} characters long, over the limit of {max_chars}: I "
+              "read only its first {n_kept} characters.",
+        "hi": "आपका सवाल {n_chars} अक्षरों का था, जो {max_chars} की सीमा से ज़्यादा है: मैंने "
+              "केवल इसके पहले {n_kept} अक्षर पढ़े।",
+        "gu": "તમારો પ્રશ્ન {n_chars} અક્ષરોનો હતો, જે {max_chars} ની મર્યાદાથી વધુ છે: મેં "
+              "ફક્ત તેના પહેલા {n_kept} અક્ષરો વાંચ્યા.",
+        "te": "మీ ప్రశ్న {n_chars} అక్షరాలు, ఇది {max_chars} పరిమితి కంటే ఎక్కువ: నేను దానిలో "
+              "మొదటి {n_kept} అక్షరాలు మాత్రమే చదివాను.",
+    },
     "bad_input_garbled": {
         "en": "I could not make sense of that. Please rephrase your question.",
         "hi": "मैं इसे समझ नहीं पाया। कृपया अपना सवाल दूसरे शब्दों में पूछें।",
@@ -164,13 +175,16 @@ MESSAGES: dict[str, dict[str, str]] = {
         "gu": "આ વૉઇસ નોટમાં મને કોઈ બોલાયેલું સંભળાયું નહીં.",
         "te": "ఈ వాయిస్ నోట్‌లో నాకు మాటలు ఏవీ వినిపించలేదు.",
     },
+    # device-neutral: the note may come from a phone, a laptop's microphone or a headset
     "no_question_heard": {
-        "en": "I could not hear a question in this voice note. Please hold the phone closer and "
-              "ask again.",
-        "hi": "इस वॉइस नोट में मुझे कोई सवाल सुनाई नहीं दिया। कृपया फ़ोन पास रखकर दोबारा पूछें।",
-        "gu": "આ વૉઇસ નોટમાં મને કોઈ પ્રશ્ન સંભળાયો નહીં. કૃપા કરીને ફોન નજીક રાખીને ફરી પૂછો.",
-        "te": "ఈ వాయిస్ నోట్‌లో నాకు ప్రశ్న ఏదీ వినిపించలేదు. దయచేసి ఫోన్ దగ్గరగా పట్టుకుని మళ్లీ "
-              "అడగండి.",
+        "en": "I could not hear a question in this voice note. Please speak closer to the "
+              "microphone and ask again.",
+        "hi": "इस वॉइस नोट में मुझे कोई सवाल सुनाई नहीं दिया। कृपया माइक्रोफ़ोन के पास बोलकर दोबारा "
+              "पूछें।",
+        "gu": "આ વૉઇસ નોટમાં મને કોઈ પ્રશ્ન સંભળાયો નહીં. કૃપા કરીને માઇક્રોફોનની નજીક બોલીને ફરી "
+              "પૂછો.",
+        "te": "ఈ వాయిస్ నోట్‌లో నాకు ప్రశ్న ఏదీ వినిపించలేదు. దయచేసి మైక్రోఫోన్‌కు దగ్గరగా మాట్లాడి "
+              "మళ్లీ అడగండి.",
     },
     "stt_down": {
         "en": "The speech service is not available right now. Please try again later or type "
@@ -524,6 +538,202 @@ MESSAGES: dict[str, dict[str, str]] = {
         "hi": "अभी बताने को कुछ नहीं है: पहले कोई सवाल पूछें।",
         "gu": "હજી સમજાવવા જેવું કંઈ નથી: પહેલાં પ્રશ્ન પૂછો.",
         "te": "ఇంకా వివరించడానికి ఏమీ లేదు: ముందుగా ఒక ప్రశ్న అడగండి.",
+    },
+    # ---- the decision in plain words (bot.chat.render.why_summary): the web page's "Why?"
+    "why_summary_answered": {
+        "en": "Answered: the closest passage matched your question with a score of {score}, "
+              "above the {floor} a question in {language} needs, and it answers it.",
+        "hi": "जवाब दिया: सबसे करीबी अंश आपके सवाल से {score} स्कोर पर मिला, जो {language} के "
+              "सवाल के लिए ज़रूरी {floor} से ऊपर है, और वह सवाल का जवाब देता है।",
+        "gu": "જવાબ આપ્યો: સૌથી નજીકનો ફકરો તમારા પ્રશ્ન સાથે {score} સ્કોરથી મળ્યો, જે "
+              "{language} પ્રશ્ન માટે જરૂરી {floor} થી ઉપર છે, અને તે પ્રશ્નનો જવાબ આપે છે.",
+        "te": "సమాధానం ఇచ్చాను: దగ్గరి భాగం మీ ప్రశ్నతో {score} స్కోర్‌తో సరిపోలింది, ఇది "
+              "{language} ప్రశ్నకు కావలసిన {floor} కంటే ఎక్కువ, అది ప్రశ్నకు సమాధానం ఇస్తుంది.",
+    },
+    "why_summary_hedged": {
+        "en": "Answered, but not sure: the closest passage matched with a score of {score} (a "
+              "question in {language} needs {floor}), but the check of whether it answers the "
+              "question was {percent}% sure, below the {needed}% it takes to answer plainly.",
+        "hi": "जवाब दिया, पर पक्का नहीं: सबसे करीबी अंश {score} स्कोर पर मिला ({language} के "
+              "सवाल के लिए {floor} ज़रूरी है), पर यह जाँच कि वह सवाल का जवाब देता है, केवल "
+              "{percent}% पक्की थी, सीधे जवाब के लिए ज़रूरी {needed}% से कम।",
+        "gu": "જવાબ આપ્યો, પણ ખાતરી નથી: સૌથી નજીકનો ફકરો {score} સ્કોરથી મળ્યો ({language} "
+              "પ્રશ્ન માટે {floor} જરૂરી છે), પણ તે પ્રશ્નનો જવાબ આપે છે કે નહીં તેની તપાસ ફક્ત "
+              "{percent}% ખાતરીવાળી હતી, સીધા જવાબ માટે જરૂરી {needed}% કરતાં ઓછી.",
+        "te": "సమాధానం ఇచ్చాను, కానీ ఖచ్చితంగా తెలియదు: దగ్గరి భాగం {score} స్కోర్‌తో "
+              "సరిపోలింది ({language} ప్రశ్నకు {floor} కావాలి), కానీ అది ప్రశ్నకు సమాధానమా అనే "
+              "తనిఖీ {percent}% మాత్రమే ఖచ్చితంగా ఉంది, నేరుగా సమాధానానికి కావలసిన {needed}% "
+              "కంటే తక్కువ.",
+    },
+    "why_summary_refused": {
+        "en": "Not answered: {reason}",
+        "hi": "जवाब नहीं दिया: {reason}",
+        "gu": "જવાબ આપ્યો નહીં: {reason}",
+        "te": "సమాధానం ఇవ్వలేదు: {reason}",
+    },
+    "why_summary_error": {
+        "en": "Not answered: something failed on my side; the steps below show where.",
+        "hi": "जवाब नहीं दिया: मेरी ओर से कुछ गड़बड़ हुई; नीचे के चरण दिखाते हैं कि कहाँ।",
+        "gu": "જવાબ આપ્યો નહીં: મારી બાજુએ કંઈક ખોટું થયું; નીચેનાં પગલાં બતાવે છે કે ક્યાં.",
+        "te": "సమాధానం ఇవ్వలేదు: నా వైపు ఏదో విఫలమైంది; ఎక్కడ అనేది కింది దశలు చూపిస్తాయి.",
+    },
+    "why_summary_time": {
+        "en": "It took {seconds} s in {n_steps} step(s):",
+        "hi": "इसमें {n_steps} चरणों में {seconds} सेकंड लगे:",
+        "gu": "આમાં {n_steps} પગલાંમાં {seconds} સેકંડ લાગી:",
+        "te": "దీనికి {n_steps} దశల్లో {seconds} సెకన్లు పట్టింది:",
+    },
+    # ---- the web page (bot.web): labels around the replies, in the reply's language
+    "web_tagline": {
+        "en": "Answers in English, Hindi, Gujarati or Telugu, only from the passage corpus, "
+              "with sources.",
+        "hi": "अंग्रेज़ी, हिंदी, गुजराती या तेलुगु में जवाब, केवल अंशों के संग्रह से, स्रोतों के साथ।",
+        "gu": "અંગ્રેજી, હિન્દી, ગુજરાતી કે તેલુગુમાં જવાબ, ફક્ત ફકરાઓના સંગ્રહમાંથી, સ્રોતો સાથે.",
+        "te": "ఇంగ్లీష్, హిందీ, గుజరాతీ లేదా తెలుగులో సమాధానాలు, భాగాల సంకలనం నుండి మాత్రమే, "
+              "మూలాలతో.",
+    },
+    "web_intro": {
+        "en": "Ask a question below, e.g. “How much does an Xbox 360 cost?” or “छोटे खीरे में "
+              "कैलोरी की मात्रा”. Type /why for the last answer’s decision chain, /lang hi to "
+              "fix the language, /voice on for spoken replies.",
+        "hi": "नीचे सवाल पूछें, जैसे “छोटे खीरे में कैलोरी की मात्रा” या “How much does an Xbox "
+              "360 cost?”। पिछले जवाब का निर्णय देखने के लिए /why, भाषा तय करने के लिए /lang hi, "
+              "बोलकर जवाब के लिए /voice on लिखें।",
+        "gu": "નીચે પ્રશ્ન પૂછો, જેમ કે “How much does an Xbox 360 cost?”. છેલ્લા જવાબનો "
+              "નિર્ણય જોવા /why, ભાષા નક્કી કરવા /lang gu, બોલીને જવાબ માટે /voice on લખો.",
+        "te": "కింద ప్రశ్న అడగండి, ఉదాహరణకు “How much does an Xbox 360 cost?”. చివరి "
+              "సమాధానం నిర్ణయం కోసం /why, భాష నిర్ణయించడానికి /lang te, మాటల సమాధానం కోసం "
+              "/voice on అని టైప్ చేయండి.",
+    },
+    "web_question_label": {"en": "Your question", "hi": "आपका सवाल", "gu": "તમારો પ્રશ્ન",
+                           "te": "మీ ప్రశ్న"},
+    "web_placeholder": {
+        "en": "Type a question, or /why",
+        "hi": "सवाल लिखें, या /why",
+        "gu": "પ્રશ્ન લખો, અથવા /why",
+        "te": "ప్రశ్న టైప్ చేయండి, లేదా /why",
+    },
+    "web_ask": {"en": "Ask", "hi": "पूछें", "gu": "પૂછો", "te": "అడగండి"},
+    "web_record": {"en": "Record a question", "hi": "सवाल रिकॉर्ड करें",
+                   "gu": "પ્રશ્ન રેકોર્ડ કરો", "te": "ప్రశ్నను రికార్డ్ చేయండి"},
+    "web_stop_send": {"en": "Stop and send", "hi": "रोकें और भेजें", "gu": "રોકો અને મોકલો",
+                      "te": "ఆపి పంపండి"},
+    "web_record_hint": {
+        "en": "Press, say your question near the microphone, then press again to send.",
+        "hi": "दबाएँ, माइक्रोफ़ोन के पास अपना सवाल बोलें, फिर भेजने के लिए दोबारा दबाएँ।",
+        "gu": "દબાવો, માઇક્રોફોનની નજીક તમારો પ્રશ્ન બોલો, પછી મોકલવા ફરી દબાવો.",
+        "te": "నొక్కండి, మైక్రోఫోన్ దగ్గర మీ ప్రశ్న చెప్పండి, తర్వాత పంపడానికి మళ్లీ నొక్కండి.",
+    },
+    "web_recording": {
+        "en": "Recording… press again to send.",
+        "hi": "रिकॉर्ड हो रहा है… भेजने के लिए दोबारा दबाएँ।",
+        "gu": "રેકોર્ડ થઈ રહ્યું છે… મોકલવા ફરી દબાવો.",
+        "te": "రికార్డ్ అవుతోంది… పంపడానికి మళ్లీ నొక్కండి.",
+    },
+    "web_sending_voice": {
+        "en": "Sending your voice note…",
+        "hi": "आपका वॉइस नोट भेजा जा रहा है…",
+        "gu": "તમારી વૉઇસ નોટ મોકલાઈ રહી છે…",
+        "te": "మీ వాయిస్ నోట్ పంపబడుతోంది…",
+    },
+    "web_voice_failed": {
+        "en": "Could not send the voice note.",
+        "hi": "वॉइस नोट नहीं भेजा जा सका।",
+        "gu": "વૉઇસ નોટ મોકલી શકાઈ નહીં.",
+        "te": "వాయిస్ నోట్ పంపలేకపోయాను.",
+    },
+    "web_no_microphone": {
+        "en": "No microphone could be used ({error}): type your question instead.",
+        "hi": "माइक्रोफ़ोन इस्तेमाल नहीं हो सका ({error}): सवाल लिखकर पूछें।",
+        "gu": "માઇક્રોફોન વાપરી શકાયો નહીં ({error}): પ્રશ્ન લખીને પૂછો.",
+        "te": "మైక్రోఫోన్ వాడలేకపోయాను ({error}): ప్రశ్నను టైప్ చేయండి.",
+    },
+    "web_answering": {"en": "Answering…", "hi": "जवाब तैयार हो रहा है…",
+                      "gu": "જવાબ તૈયાર થઈ રહ્યો છે…", "te": "సమాధానం సిద్ధమవుతోంది…"},
+    "web_you_asked": {"en": "You asked", "hi": "आपने पूछा", "gu": "તમે પૂછ્યું",
+                      "te": "మీరు అడిగారు"},
+    "web_your_voice": {"en": "Your voice note", "hi": "आपका वॉइस नोट", "gu": "તમારી વૉઇસ નોટ",
+                       "te": "మీ వాయిస్ నోట్"},
+    "web_kind_confident": {"en": "confident", "hi": "भरोसेमंद", "gu": "વિશ્વસનીય",
+                           "te": "నమ్మకమైనది"},
+    "web_kind_hedged": {"en": "not sure", "hi": "पक्का नहीं", "gu": "ખાતરી નથી",
+                        "te": "ఖచ్చితం కాదు"},
+    "web_kind_refused": {"en": "not answered", "hi": "जवाब नहीं", "gu": "જવાબ નથી",
+                         "te": "సమాధానం లేదు"},
+    "web_kind_error": {"en": "error", "hi": "गड़बड़ी", "gu": "ભૂલ", "te": "లోపం"},
+    "web_kind_pending": {"en": "answering…", "hi": "जवाब आ रहा है…", "gu": "જવાબ આવી રહ્યો છે…",
+                         "te": "సమాధానం వస్తోంది…"},
+    "web_no_reply": {
+        "en": "No reply: too many messages in a short time, or the same question again.",
+        "hi": "कोई जवाब नहीं: कम समय में बहुत सारे संदेश, या वही सवाल दोबारा।",
+        "gu": "કોઈ જવાબ નહીં: ટૂંકા સમયમાં ઘણા બધા સંદેશા, અથવા એ જ પ્રશ્ન ફરીથી.",
+        "te": "సమాధానం లేదు: తక్కువ సమయంలో చాలా సందేశాలు, లేదా అదే ప్రశ్న మళ్లీ.",
+    },
+    "web_spoken_reply": {
+        "en": "Spoken reply ({seconds} s)",
+        "hi": "बोलकर जवाब ({seconds} सेकंड)",
+        "gu": "બોલીને જવાબ ({seconds} સેકંડ)",
+        "te": "మాటల సమాధానం ({seconds} సెకన్లు)",
+    },
+    "web_why": {"en": "Why?", "hi": "क्यों?", "gu": "કેમ?", "te": "ఎందుకు?"},
+    "web_why_more": {
+        "en": "how this reply was decided",
+        "hi": "यह जवाब कैसे तय हुआ",
+        "gu": "આ જવાબ કેવી રીતે નક્કી થયો",
+        "te": "ఈ సమాధానం ఎలా నిర్ణయించబడింది",
+    },
+    "web_step": {"en": "Step", "hi": "चरण", "gu": "પગલું", "te": "దశ"},
+    "web_outcome": {"en": "Outcome", "hi": "नतीजा", "gu": "પરિણામ", "te": "ఫలితం"},
+    "web_detail": {"en": "Detail", "hi": "विवरण", "gu": "વિગત", "te": "వివరం"},
+    "web_decision": {"en": "decision {id}", "hi": "निर्णय {id}", "gu": "નિર્ણય {id}",
+                     "te": "నిర్ణయం {id}"},
+    "web_show_passage": {
+        "en": "Show the whole passage",
+        "hi": "पूरा अंश दिखाएँ",
+        "gu": "આખો ફકરો બતાવો",
+        "te": "పూర్తి భాగం చూపించండి",
+    },
+    "web_passage_in": {
+        "en": "Passage in {language}",
+        "hi": "{language} में अंश",
+        "gu": "{language}માં ફકરો",
+        "te": "{language}లో భాగం",
+    },
+    "web_match": {"en": "match {score}", "hi": "मिलान {score}", "gu": "મેળ {score}",
+                  "te": "సరిపోలిక {score}"},
+    "web_notice_empty": {
+        "en": "Type a question first.",
+        "hi": "पहले सवाल लिखें।",
+        "gu": "પહેલાં પ્રશ્ન લખો.",
+        "te": "ముందుగా ప్రశ్న టైప్ చేయండి.",
+    },
+    "web_notice_too_big": {
+        "en": "That recording is over {max_mb} MB: please record a shorter question.",
+        "hi": "यह रिकॉर्डिंग {max_mb} MB से बड़ी है: कृपया छोटा सवाल रिकॉर्ड करें।",
+        "gu": "આ રેકોર્ડિંગ {max_mb} MB થી મોટું છે: કૃપા કરીને ટૂંકો પ્રશ્ન રેકોર્ડ કરો.",
+        "te": "ఈ రికార్డింగ్ {max_mb} MB కంటే పెద్దది: దయచేసి చిన్న ప్రశ్నను రికార్డ్ చేయండి.",
+    },
+    "web_notice_no_audio": {
+        "en": "No recording arrived: please record your question again.",
+        "hi": "कोई रिकॉर्डिंग नहीं पहुँची: कृपया अपना सवाल फिर से रिकॉर्ड करें।",
+        "gu": "કોઈ રેકોર્ડિંગ પહોંચ્યું નહીં: કૃપા કરીને તમારો પ્રશ્ન ફરીથી રેકોર્ડ કરો.",
+        "te": "రికార్డింగ్ ఏదీ రాలేదు: దయచేసి మీ ప్రశ్నను మళ్లీ రికార్డ్ చేయండి.",
+    },
+    "web_over_limit": {
+        "en": "{n_chars} characters: only the first {max_chars} will be read.",
+        "hi": "{n_chars} अक्षर: केवल पहले {max_chars} पढ़े जाएँगे।",
+        "gu": "{n_chars} અક્ષરો: ફક્ત પહેલા {max_chars} વંચાશે.",
+        "te": "{n_chars} అక్షరాలు: మొదటి {max_chars} మాత్రమే చదవబడతాయి.",
+    },
+    "web_demo_voice": {
+        "en": "Voice demo: speech-to-text is a local stand-in, so transcripts are scripted. "
+              "Whatever you record is heard as “{transcript}”.",
+        "hi": "आवाज़ का डेमो: आवाज़ से लिखने वाली सेवा यहाँ एक स्थानीय नकल है, इसलिए लिखा हुआ "
+              "पहले से तय है। आप जो भी रिकॉर्ड करें, वह “{transcript}” सुना जाएगा।",
+        "gu": "અવાજનો ડેમો: અવાજથી લખાણ બનાવતી સેવા અહીં સ્થાનિક નકલ છે, તેથી લખાણ પહેલેથી નક્કી "
+              "છે. તમે જે પણ રેકોર્ડ કરો, તે “{transcript}” તરીકે સંભળાશે.",
+        "te": "వాయిస్ డెమో: మాటను రాతగా మార్చే సేవ ఇక్కడ స్థానిక ప్రత్యామ్నాయం, కాబట్టి రాత ముందే "
+              "నిర్ణయించబడింది. మీరు ఏది రికార్డ్ చేసినా “{transcript}” అని వినబడుతుంది.",
     },
 }
 

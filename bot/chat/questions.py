@@ -99,7 +99,8 @@ async def _answer_text(ctx: UpdateContext, text: str) -> Reply:
     await conversation.remember(services, asker, result, context)
     lang = _reply_lang(result, chat, asker)
     return Reply([render_result(result, lang)], decision_id,
-                 speech_for(result, lang, chat.voice, is_voice_question=False))
+                 speech_for(result, lang, chat.voice, is_voice_question=False),
+                 status=result.status, lang=lang)
 
 
 async def _replayed_or_repeated(ctx: UpdateContext, text: str) -> Reply | None:
@@ -110,7 +111,8 @@ async def _replayed_or_repeated(ctx: UpdateContext, text: str) -> Reply | None:
     stored = await _stored_answer(ctx.services, ctx.asker, text)
     if stored is not None:
         lang = _reply_lang(stored.result, ctx.chat, ctx.asker)
-        return Reply([render_result(stored.result, lang)], stored.id)
+        return Reply([render_result(stored.result, lang)], stored.id,
+                     status=stored.result.status, lang=lang)
     repeat = await ctx.services.state.check_repeat(ctx.asker, text)
     return None if repeat is None else _repeat_reply(ctx.asker, repeat, ctx.ui)
 
@@ -147,7 +149,8 @@ async def _answer_voice(ctx: UpdateContext, voice: VoiceNote) -> Reply:
     await conversation.remember(services, asker, result, context)
     lang = _reply_lang(result, chat, asker, heard)
     return Reply([render_result(result, lang, transcript=heard.text)], decision_id,
-                 speech_for(result, lang, chat.voice, is_voice_question=True))
+                 speech_for(result, lang, chat.voice, is_voice_question=True),
+                 status=result.status, lang=lang)
 
 
 def _reply_lang(result: Result, chat: ChatSettings, asker: Asker,
@@ -306,7 +309,7 @@ def _repeat_reply(asker: Asker, repeat: Repeat, ui: str) -> Reply:
     log.info("repeat chat_id=%d message_id=%s first_message_id=%s age_s=%.1f n_repeat=%d "
              "reply=%s", asker.chat_id, asker.message_id, repeat.first_message_id, repeat.age_s,
              repeat.n_repeat, "pointer" if is_pointer else "dropped")
-    return Reply([Text.plain(t("repeat_question", ui))] if is_pointer else [])
+    return Reply([Text.plain(t("repeat_question", ui))], lang=ui) if is_pointer else Reply([])
 
 
 async def _record(services: Services, asker: Asker, source: str, result: Result,
@@ -341,7 +344,7 @@ async def _voice_refusal(services: Services, asker: Asker, ui: str, trace: Trace
     result = Result(refused.status, heard.text if heard else "", ui, message=str(refused),
                     trace=trace, reason=reason)
     decision_id = await _record(services, asker, "voice", result, heard)
-    return Reply([render_result(result, ui)], decision_id)
+    return Reply([render_result(result, ui)], decision_id, status=result.status, lang=ui)
 
 
 def _fmt(value: float | None) -> str:

@@ -22,6 +22,7 @@ from rag.text import excerpt
 from rag.types import (
     Citation,
     FollowUpReading,
+    QuestionCut,
     Reason,
     ReasonCode,
     Result,
@@ -108,11 +109,14 @@ PLAIN = Markup(str, str, str, str)
 """Terminal text: no markup, nothing escaped."""
 
 
-def render_result(result: Result, lang: str, transcript: str | None = None) -> Text:
+def render_result(result: Result, lang: str, transcript: str | None = None, *,
+                  with_sources: bool = True) -> Text:
     """One question's outcome, in the user's language ``lang``.
 
     Paragraphs, in order: the transcript line (voice only, when ``transcript`` is given; cut to
-    about ``TRANSCRIPT_CHARS``), then either the answer (with a low-confidence note when
+    about ``TRANSCRIPT_CHARS``), a note stating the input guard's limit when the question was cut
+    to it (``result.cut``), then either the answer (its citation marker, ``[1]``, or ``[1][2]``
+    for a generated answer citing two passages; with a low-confidence note when
     flagged, a note when the answer's passage is in another language, one when generative
     mode fell back to the passage, and one when it was shortened to fit) followed by the cited
     passages (id, language, score to 3 decimals, the citation's excerpt), or the refusal/error
@@ -124,14 +128,18 @@ def render_result(result: Result, lang: str, transcript: str | None = None) -> T
     own script.
 
     Paragraphs are separated by a blank line; a front end splits the text at its own limit.
+    ``with_sources`` False leaves the sources out, for a front end that lists
+    ``result.citations`` itself (the web page).
     """
     say = to_latin if replies_in_latin(result, lang) else _as_is
     parts: list[Text] = []
     if transcript is not None:
         heard = excerpt(transcript, TRANSCRIPT_CHARS)
         parts.append(_t(Span(t("you_said", lang), "italic"), " " + heard))
+    if result.cut is not None:
+        parts.append(_t(Span(say(cut_text(result.cut, lang)), "italic")))
     if result.shows_answer:  # confident, or hedged (worded "not sure" by _answer_parts)
-        parts.extend(_answer_parts(result, lang, say))
+        parts.extend(_answer_parts(result, lang, say, with_sources=with_sources))
     else:
         parts.append(Text.plain(say(refusal_text(result, lang))))
     return Text.join("\n\n", parts)
@@ -186,12 +194,47 @@ def render_trace(stages: Trace | Iterable[Stage], lang: str, query: str | None =
     return Text.join("\n", lines)
 
 
-def _answer_parts(result: Result, lang: str, say: Callable[[str], str] = _as_is) -> list[Text]:
+def why_summary(result: Result, lang: str, stages: Iterable[Stage] | None = None) -> str:
+    """How ``result`` was decided in one plain-language paragraph in ``lang``, for someone who
+    does not read the stage table: answered (the closest passage's score against the floor of
+    the question's language), answered but not sure (the answerability gate's certainty
+    against what a plain answer needs, in percent), or not answered and why (the refusal's own
+    sentence, :func:`refusal_text`); then how long it took over how many steps (``stages``:
+    the trace's, default ``result.trace``'s, spoken-reply stages included when given). A
+    message read as a follow-up of the previous question says so, with what was searched."""
+    stage_list = list(result.trace.stages if stages is None else stages)
+    score, floor = (side_by_side(result.top_score, result.floor)
+                    if result.top_score is not None and result.floor is not None
+                    else (_fmt(result.top_score), _fmt(result.floor)))
+    language = language_name(result.lang, lang)
+    reason = result.reason
+    if result.status is Status.ANSWERED:
+        head = t("why_summary_answered", lang, score=score, floor=floor, language=language)
+    elif result.is_hedged:
+        gate = reason or Reason(ReasonCode.HEDGED)
+        head = t("why_summary_hedged", lang, score=score, floor=floor, language=language,
+                 percent=_percent(gate.probability), needed=_percent(gate.threshold))
+    elif result.status.is_refusal:
+        head = t("why_summary_refused", lang, reason=refusal_text(result, lang))
+    else:
+        head = t("why_summary_error", lang)
+    if result.followup is not None and result.followup.is_followup:
+        head += " " + t("why_followup_used", lang,
+                        searched=excerpt(result.followup.searched, WHY_QUERY_CHARS)) + "."
+    total_s = sum(stage.elapsed_ms for stage in stage_list) / 1000
+    return head + " " + t("why_summary_time", lang, seconds=f"{total_s:.2f}",
+                          n_steps=len(stage_list))
+
+
+def _answer_parts(result: Result, lang: str, say: Callable[[str], str] = _as_is, *,
+                  with_sources: bool = True) -> list[Text]:
     """The answer, its notes and its sources, every sentence passed through ``say`` (the
     reply's script) except the sources' excerpts, shown in their own script."""
     answer = result.answer.strip()
     if result.is_hedged:  # "I'm not sure this answers it; the closest passage says: … [1]"
         answer = t("hedged", lang, answer=answer)
+    elif result.citations:
+        answer = f"{answer} {citation_marks(result)}"
     parts = [Text.plain(say(answer))]
     notes = []
     if result.is_low_confidence:
@@ -205,11 +248,29 @@ def _answer_parts(result: Result, lang: str, say: Callable[[str], str] = _as_is)
     if result.trace.get(ANSWER_BOUND_STAGE) is not None:  # cut to MAX_ANSWER_CHARS
         notes.append(t("answer_shortened", lang))
     parts.extend(_t(Span(say(note), "italic")) for note in notes)
-    if result.citations:
+    if result.citations and with_sources:
         lines = [_t(Span(say(t("sources", lang)), "bold"))]
         lines.extend(_citation(n, c, lang, say) for n, c in enumerate(result.citations, start=1))
         parts.append(Text.join("\n", lines))
     return parts
+
+
+def citation_marks(result: Result) -> str:
+    """The marks an answer ends with, numbering the sources listed under it: ``[1]`` for an
+    extractive answer (read from the first source; the others are the passage it translates
+    and the top hit), every source (``[1][2]``) for a generated one, which cites them all;
+    ``""`` with no sources."""
+    if not result.citations:
+        return ""
+    n_cited = len(result.citations) if result.mode == "generative" else 1
+    return "".join(f"[{n}]" for n in range(1, n_cited + 1))
+
+
+def cut_text(cut: QuestionCut, lang: str) -> str:
+    """The note on a question cut to the input guard's limit, in ``lang``, with its numbers
+    (characters, thousands separated)."""
+    return t("question_cut", lang, n_chars=f"{cut.n_chars:,}", n_kept=f"{cut.n_kept:,}",
+             max_chars=f"{cut.max_chars:,}")
 
 
 def _citation(n: int, citation: Citation, lang: str,
@@ -307,3 +368,8 @@ def _score_and_floor(score: float | None, floor: float | None) -> dict[str, str]
 
 def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
+
+
+def _percent(probability: float | None) -> str:
+    """A probability in [0, 1] as whole percent (``"68"``), ``"n/a"`` when unknown."""
+    return "n/a" if probability is None else f"{100 * probability:.0f}"

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from bot.chat.render import Text
 from rag.language import normalise_language
+from rag.types import Status
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,11 +81,16 @@ class Reply:
     """What to send back: channel-neutral messages in order (each front end writes them in its
     markup and splits them at its own length limit), the id of the decision recorded for it
     (None for commands), and what to say in a voice note after them (None: no spoken reply;
-    see ``bot.chat.voice_reply``)."""
+    see ``bot.chat.voice_reply``). ``status`` is that decision's outcome (None without a
+    decision) and ``lang`` the language the messages are written in (``en``/``hi``/``gu``/
+    ``te``; None for no message), so a front end labels the reply without reading the decision
+    back."""
 
     messages: list[Text] = field(default_factory=list)
     decision_id: int | None = None
     speech: Speech | None = None
+    status: Status | None = None
+    lang: str | None = None
 
 
 def ui_language(chat_lang: str, asker: Asker, fallback: str | None = None) -> str:
