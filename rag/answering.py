@@ -17,9 +17,7 @@ pipeline in either mode; ``after=None`` reads the message alone, as before.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
-from collections.abc import Callable
 from concurrent.futures import Executor
 from functools import partial
 from typing import Literal
@@ -53,13 +51,6 @@ class Answerer:
         self.generator = generator
         self.max_passages = max_passages
         self.executor = executor
-        self.reads_followups = {"extractive": takes_after(pipeline.ask),
-                                "generative": takes_after(pipeline.prepare)}
-        """Per mode, whether the pipeline reads a message with its previous turn (``after=``
-        of :meth:`Pipeline.ask`, and of :meth:`Pipeline.prepare` for generative mode). The
-        follow-up reading comes with the pipeline of issue 44; until a pipeline has it,
-        ``after`` is dropped here (logged once) and the message is read alone, as before."""
-        self._is_drop_logged = False
 
     async def ask(self, query: str, *, lang: str | None = None, hint_lang: str | None = None,
                   mode: Mode = "extractive", after: Turn | str | None = None) -> Result:
@@ -72,33 +63,14 @@ class Answerer:
         Raises:
             ValueError: ``mode`` is neither mode, or ``generative`` without a generator.
         """
-        if mode not in self.reads_followups:
+        if mode not in ("extractive", "generative"):
             raise ValueError(f"unknown answer mode {mode!r}: use extractive or generative")
-        if after is not None and not self.reads_followups[mode]:
-            self._log_dropped(mode)
-            after = None
-        with_after = {} if after is None else {"after": after}
         if mode == "generative":
             if self.generator is None:
                 raise ValueError("generative mode needs a generator (a chat model client)")
             return await ask_generative(self.pipeline, self.generator, query, lang, hint_lang,
                                         max_passages=self.max_passages, executor=self.executor,
-                                        **with_after)
+                                        after=after)
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(
-            self.executor, partial(self.pipeline.ask, query, lang, hint_lang, **with_after))
-
-    def _log_dropped(self, mode: str) -> None:
-        if not self._is_drop_logged:
-            self._is_drop_logged = True
-            log.warning("followup_unread mode=%s pipeline=%s: this pipeline has no follow-up "
-                        "reading (after=); messages are read alone", mode,
-                        type(self.pipeline).__name__)
-
-
-def takes_after(method: Callable[..., object]) -> bool:
-    """Whether ``method`` accepts an ``after`` argument (the follow-up reading of issue 44)."""
-    try:
-        return "after" in inspect.signature(method).parameters
-    except (TypeError, ValueError):  # no signature to read (a builtin, a C extension)
-        return False
+            self.executor, partial(self.pipeline.ask, query, lang, hint_lang, after=after))

@@ -236,9 +236,8 @@ async def ask_generative(
     start = time.perf_counter()
     loop = asyncio.get_running_loop()
     try:
-        with_after = {} if after is None else {"after": after}
         prepared = await loop.run_in_executor(
-            executor, partial(pipeline.prepare, query, lang, hint_lang, trace, **with_after))
+            executor, partial(pipeline.prepare, query, lang, hint_lang, trace, after))
         if isinstance(prepared, Result):
             return prepared
         try:

@@ -18,6 +18,14 @@ from rag.embedding_cache import EmbeddingCache
 from rag.encoders import Encoder, load_encoder
 from rag.errors import IndexNotFoundError
 from rag.fitted import check_fitted_encoder
+from rag.followup import (
+    leans_on,
+    previous_turn,
+    reading,
+    reading_text,
+    search_text,
+    topics_of,
+)
 from rag.guards import (
     GroundingVerdict,
     InputVerdict,
@@ -37,6 +45,7 @@ from rag.settings import RagSettings
 from rag.text import excerpt
 from rag.types import (
     Citation,
+    FollowUpReading,
     Hit,
     LanguageBasis,
     Passage,
@@ -45,6 +54,7 @@ from rag.types import (
     Result,
     Status,
     Trace,
+    Turn,
 )
 
 log = logging.getLogger(__name__)
@@ -153,7 +163,8 @@ class Pipeline:
         answer_vector = self.encode_passages([answer])[0]
         return check_grounding(answer, texts, self.settings, answer_vector, source_vectors)
 
-    def ask(self, query: str, lang: str | None = None, hint_lang: str | None = None) -> Result:
+    def ask(self, query: str, lang: str | None = None, hint_lang: str | None = None,
+            after: Turn | str | None = None) -> Result:
         """Answer ``query`` extractively or refuse.
 
         Args:
@@ -161,12 +172,16 @@ class Pipeline:
             lang: explicit language (en/hi/gu/te): hard filter on passages and picks the floor.
             hint_lang: detected language from speech-to-text: overrides script detection, soft
                 bonus only.
+            after: the conversation's previous turn (a :class:`Turn`, or the earlier question's
+                text): the message is read as its follow-up where it leans on it
+                (:mod:`rag.followup`); None reads it alone.
         Returns:
-            A :class:`Result`; never raises (unexpected failures give ``Status.ERROR``).
+            A :class:`Result` (``followup`` set whenever ``after`` is given); never raises
+            (unexpected failures give ``Status.ERROR``).
         """
         trace = Trace()
         try:
-            prepared = self.prepare(query, lang, hint_lang, trace)
+            prepared = self.prepare(query, lang, hint_lang, trace, after)
             if isinstance(prepared, Result):
                 return prepared
             return self.answer_extractive(prepared)
@@ -187,16 +202,18 @@ class Pipeline:
                       reason=Reason(ReasonCode.PIPELINE_ERROR, message), basis=basis)
 
     def prepare(
-        self, query: str, lang: str | None, hint_lang: str | None, trace: Trace
+        self, query: str, lang: str | None, hint_lang: str | None, trace: Trace,
+        after: Turn | str | None = None,
     ) -> Prepared | Result:
-        """Input guard, language, embedding, search, relevance guard, the answer stage
-        (``rag/answer/``: selection, reader and gate) and the lexical guard, each a step that
-        records its stage in ``trace`` and returns its value or raises :class:`Refused`, turned
-        into the result here.
+        """Input guard, language, embedding, search, (after a previous turn) the follow-up
+        reading, relevance guard, the answer stage (``rag/answer/``: selection, reader and gate)
+        and the lexical guard, each a step that records its stage in ``trace`` and returns its
+        value or raises :class:`Refused`, turned into the result here.
 
         Returns:
             A refusal :class:`Result`, or :class:`Prepared` for an answer stage to finish.
         """
+        followup = None
         try:
             verdict = self._input_guard(query, trace)
             basis = self._language(verdict, lang, hint_lang, trace)
@@ -205,10 +222,16 @@ class Pipeline:
             with trace.timed("search") as stage:
                 hits, top_dense = self.search(text, vector, basis.lang, lang is not None)
                 stage.decision, stage.detail = self._describe_hits(hits, basis.lang)
+            if after is not None:
+                followup, read = self._followup_stage(previous_turn(after), text, basis.lang,
+                                                      lang is not None, hits, top_dense, trace)
+                if followup.is_followup:
+                    text, vector, hits, top_dense = read
             relevance = self._relevance_guard(top_dense, hits, verdict.text, basis, trace)
             prepared = Prepared(text, basis.lang, vector, hits, relevance, trace,
                                 asked=verdict.text, basis=basis, cut=verdict.cut,
-                                style=question_style(verdict.text, basis.lang))
+                                style=question_style(verdict.text, basis.lang),
+                                followup=followup)
             answering = self.answers.run(text, basis.lang, vector, hits, relevance.floor, trace,
                                          prepared.style)
             prepared.selection = answering.selection
@@ -217,7 +240,7 @@ class Pipeline:
             self._lexical_guard(prepared)
             return prepared
         except Refused as refused:  # the one place a refusal leaves prepare
-            refused.result.cut = verdict.cut
+            refused.result.cut, refused.result.followup = verdict.cut, followup
             return refused.result
 
     def _input_guard(self, query: str, trace: Trace) -> InputVerdict:
@@ -258,6 +281,31 @@ class Pipeline:
                 message=f"bad input: {verdict.refusal.code} ({verdict.detail})",
                 reason=verdict.refusal, searched=searched))
         return basis
+
+    def _followup_stage(self, previous: Turn, text: str, lang: str, is_explicit: bool,
+                        hits: list[Hit], top_dense: float | None, trace: Trace
+                        ) -> tuple[FollowUpReading, tuple]:
+        """The message (searched as ``text``, its ``hits`` and dense top alone) read after
+        ``previous`` (:mod:`rag.followup`), recorded as the ``followup`` stage: the reading, and
+        what a follow-up is read with (its reading text, the vector and hits of its search with
+        the context, their dense top)."""
+        with trace.timed("followup") as stage:
+            searched = search_text(previous, text)
+            vector = self.encode_query(searched)
+            with_hits, with_top = self.search(searched, vector, lang, is_explicit)
+            topics = topics_of(previous.passage_ids) or self._topics_of_question(
+                previous.question, lang, is_explicit)
+            leans, why = leans_on(text, lang, topics, top_dense, hits, with_hits,
+                                  self.settings.floor(lang))
+            read = reading_text(previous, text, lang, self.answers.idf)
+            stage.decision = "used" if leans else "alone"
+            stage.detail = why + (f"; searched as: {searched}; read as: {read}" if leans else "")
+        return reading(leans, searched, why), (read, vector, with_hits, with_top)
+
+    def _topics_of_question(self, question: str, lang: str, is_explicit: bool) -> set[str]:
+        """The topics of a question's top 3 hits (a previous turn that names no passages)."""
+        hits, _ = self.search(question, self.encode_query(question), lang, is_explicit)
+        return topics_of(h.passage.id for h in hits[:3])
 
     def _embed_stage(self, text: str, trace: Trace) -> np.ndarray:
         """The query vector, float32 (dim,), L2-normalised."""

@@ -11,7 +11,7 @@ from rag.answer import GateVerdict, QuestionStyle, ReaderScores
 from rag.guards import RelevanceVerdict
 from rag.language import LanguageBasis
 from rag.selection import Selection
-from rag.types import Hit, QuestionCut, Reason, ReasonCode, Result, Status, Trace
+from rag.types import FollowUpReading, Hit, QuestionCut, Reason, ReasonCode, Result, Status, Trace
 
 
 @dataclass(slots=True)
@@ -42,6 +42,8 @@ class Prepared:
     gate: GateVerdict | None = None
     cut: QuestionCut | None = None
     """The input guard's cut of an over-long question (None: read whole)."""
+    followup: FollowUpReading | None = None
+    """How the message was read after a previous turn (None: no previous turn given)."""
 
     def result(self, status: Status, **fields) -> Result:
         """A Result carrying this question's query (as asked, and as searched when that
@@ -57,6 +59,7 @@ class Prepared:
             trace=self.trace,
             basis=self.basis,
             cut=self.cut,
+            followup=self.followup,
             **best_passage(self.hits),
             **fields,
         )

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -208,22 +207,10 @@ class FollowUpPipeline(Pipeline):
                 prepared.query = asked
             prepared.followup = reading
             return prepared
-        fields = {name: getattr(prepared, name) for name in Prepared.__dataclass_fields__}
         if reading.is_followup:
-            fields["asked"] = asked
-        return _ReadPrepared(**fields, followup=reading)
-
-
-@dataclass(slots=True)
-class _ReadPrepared(Prepared):
-    """:class:`Prepared` whose results carry the follow-up reading."""
-
-    followup: FollowUpReading | None = None
-
-    def result(self, status, **fields) -> Result:
-        result = Prepared.result(self, status, **fields)
-        result.followup = self.followup
-        return result
+            prepared.asked = asked
+        prepared.followup = reading
+        return prepared
 
 
 def chat_settings(rag: RagSettings, db_path: Path, sarvam: SarvamStandin,

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import re
 from concurrent.futures import ThreadPoolExecutor
 
@@ -12,8 +11,6 @@ import pytest
 
 from rag.answering import Answerer
 from rag.errors import ServiceError
-from rag.index import PassageIndex
-from rag.pipeline import Pipeline
 from rag.prompt import Completion
 from rag.types import FallbackCode, Status, Turn
 
@@ -117,15 +114,3 @@ async def test_a_follow_up_is_read_with_the_previous_turn_in_either_mode(fake_pi
     [messages] = generator.calls
     assert "cucumber" in messages[1]["content"].lower()
 
-
-async def test_a_pipeline_without_a_follow_up_reading_reads_the_message_alone_logged_once(
-        fake_settings, fake_encoder, fake_index_dir, caplog):
-    caplog.set_level(logging.WARNING, logger="rag.answering")
-    index = PassageIndex.load(fake_index_dir, encoder_name=fake_encoder.name)
-    answerer = Answerer(Pipeline(fake_settings, fake_encoder, index, gate=None))
-    assert answerer.reads_followups == {"extractive": False, "generative": False}
-    for _ in range(2):
-        result = await answerer.ask(BIG_ONE, after=Turn(CUCUMBER_EN, "en"))
-        assert result.status is Status.REFUSED_NO_MATCH and result.followup is None
-        assert result.trace.get("followup") is None
-    assert caplog.text.count("followup_unread mode=extractive pipeline=Pipeline") == 1
