@@ -42,7 +42,7 @@ from rag.retrieval import Fusion, load_fusion, search
 from rag.selection import MODEL_PATH as SELECTOR_PATH
 from rag.selection import AnswerSelector, Idf, Selection
 from rag.settings import RagSettings
-from rag.text import excerpt
+from rag.text import excerpt, undecorated
 from rag.types import (
     Citation,
     FollowUpReading,
@@ -217,7 +217,8 @@ class Pipeline:
         try:
             verdict = self._input_guard(query, trace)
             basis = self._language(verdict, lang, hint_lang, trace)
-            text = basis.searched or verdict.text
+            plain = undecorated(verdict.text)  # what is read: no emoji, tags or end marks
+            text = basis.searched or plain
             vector = self._embed_stage(text, trace)
             with trace.timed("search") as stage:
                 hits, top_dense = self.search(text, vector, basis.lang, lang is not None)
@@ -227,10 +228,10 @@ class Pipeline:
                                                       lang is not None, hits, top_dense, trace)
                 if followup.is_followup:
                     text, vector, hits, top_dense = read
-            relevance = self._relevance_guard(top_dense, hits, verdict.text, basis, trace)
+            relevance = self._relevance_guard(top_dense, hits, verdict.text, text, basis, trace)
             prepared = Prepared(text, basis.lang, vector, hits, relevance, trace,
                                 asked=verdict.text, basis=basis, cut=verdict.cut,
-                                style=question_style(verdict.text, basis.lang),
+                                style=question_style(plain, basis.lang),
                                 followup=followup)
             answering = self.answers.run(text, basis.lang, vector, hits, relevance.floor, trace,
                                          prepared.style)
@@ -265,10 +266,10 @@ class Pipeline:
                 (``garbled``) when the language was detected and two or more Indic scripts tie.
         """
         with trace.timed("language") as stage:
-            basis = read_language(verdict.text, lang, hint_lang)
+            basis = read_language(undecorated(verdict.text), lang, hint_lang)
             stage.decision = "undetermined" if basis.tied else basis.lang
             stage.detail = basis.describe()
-        searched = searched_field(verdict.text, basis.searched or verdict.text)
+        searched = searched_field(verdict.text, basis.searched)
         if basis.tied:
             detail = f"no script dominates: {', '.join(basis.tied)} tie"
             raise Refused(Result(
@@ -324,11 +325,11 @@ class Pipeline:
             + (f" (dense {h.dense_rank or '-'}, bm25 {h.sparse_rank or '-'})" if fusion else "")
             for h in (hits if fusion else hits[:3]))
 
-    def _relevance_guard(self, top_dense: float | None, hits: list[Hit], asked: str,
+    def _relevance_guard(self, top_dense: float | None, hits: list[Hit], asked: str, text: str,
                          basis: LanguageBasis, trace: Trace) -> RelevanceVerdict:
         """The floor's verdict on the dense top cosine ``top_dense`` (None: nothing found) for
-        the question ``asked`` in ``basis.lang``; ``hits`` (best first) name the best passage of
-        a refusal.
+        the question ``asked``, searched as ``text``, in ``basis.lang``; ``hits`` (best first)
+        name the best passage of a refusal.
 
         Raises:
             Refused: ``Status.REFUSED_NO_MATCH`` with the score and the floor.
@@ -342,7 +343,7 @@ class Pipeline:
                 Status.REFUSED_NO_MATCH, asked, basis.lang, top_score=relevance.top_score,
                 floor=relevance.floor, message=relevance.detail, trace=trace,
                 reason=relevance.refusal, basis=basis,
-                searched=searched_field(asked, basis.searched or asked), **best_passage(hits)))
+                searched=searched_field(asked, text), **best_passage(hits)))
         return relevance
 
     @staticmethod

@@ -11,6 +11,7 @@ from rag.answer import GateVerdict, QuestionStyle, ReaderScores
 from rag.guards import RelevanceVerdict
 from rag.language import LanguageBasis
 from rag.selection import Selection
+from rag.text import undecorated
 from rag.types import FollowUpReading, Hit, QuestionCut, Reason, ReasonCode, Result, Status, Trace
 
 
@@ -99,8 +100,9 @@ def best_passage(hits: list[Hit]) -> dict:
 
 
 def searched_field(asked: str, text: str) -> str:
-    """``Result.searched``: ``text`` (what was searched) when it is not ``asked``, else ``""``."""
-    return text if asked and text != asked else ""
+    """``Result.searched``: ``text`` (what was searched) when it is not ``asked`` as read (its
+    decorations removed: :func:`rag.text.undecorated`), else ``""``."""
+    return text if asked and text and text != undecorated(asked) else ""
 
 
 class Refused(Exception):  # noqa: N818 (a refusal is an outcome, not an error)

@@ -8,6 +8,7 @@ and the double danda ``॥``.
 
 from __future__ import annotations
 
+import html
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -108,6 +109,40 @@ def clean_query(text: str) -> str:
     ``query:``/``passage:`` (E5's prefixes, which the encoder adds itself) removed, and native
     digits as ASCII ones, so "૧૦૦૦" matches and embeds like the "1000" of a passage."""
     return ascii_digits(_E5_PREFIX.sub("", clean_text(text)))
+
+
+_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9:-]*(?:\s[^<>]*)?/?>")
+"""An HTML or XML tag, opening, closing or empty (``<b>``, ``</b>``, ``<br/>``, ``<a href=…>``)."""
+_MARKUP = re.compile(r"(?<![\w*_~`])[*_~`]{1,3}(?=\S)|(?<=\S)[*_~`]{1,3}(?![\w*_~`])")
+"""Markdown emphasis and code marks at a word's edge (``*bold*``, ``__x__``, ```code```,
+``~~x~~``), not inside a word (``snake_case``)."""
+_PUNCT_RUN = re.compile(r"([?!.,;:।॥…])[?!.,;:।॥…\s]*(?=[?!.,;:।॥…])")
+_TRAILING = re.compile(r"[\s?!.,;:।॥…\-~'\"“”‘’]+$")
+
+
+def undecorated(text: str) -> str:
+    """``text`` without what decorates a question and says nothing of what is asked, as the
+    encoder, BM25, the readers and the gate read it (the reply and the log keep the user's
+    text): HTML and XML tags and entities, Markdown emphasis, emoji and other pictographs
+    (Unicode So, skin tones, keycaps, variation selectors, and the ZWJ joining them; a ZWJ
+    inside an Indic word stays), runs of punctuation (``?!?!`` → ``?``) and the punctuation a
+    question ends with; ``text`` itself when nothing else would be left."""
+    plain = _TAG.sub(" ", html.unescape(text))
+    kept: list[str] = []
+    for ch in plain:
+        if ch in "\ufe0e\ufe0f":
+            continue  # a variation selector: how the sign before it is drawn
+        if unicodedata.category(ch) == "So" or ch == "\u20e3" or 0x1F3FB <= ord(ch) <= 0x1F3FF:
+            if kept and (kept[-1] == "\u200d" or (ch == "\u20e3" and kept[-1] in "0123456789#*")):
+                kept.pop()  # the ZWJ inside an emoji sequence; a keycap's digit ("1️⃣")
+            kept.append(" ")
+        elif ch == "\u200d" and (not kept or not kept[-1].strip()):
+            continue  # a ZWJ after an emoji (or nothing): the emoji's, not a word's
+        else:
+            kept.append(ch)
+    plain = _MARKUP.sub("", "".join(kept))
+    plain = _TRAILING.sub("", _PUNCT_RUN.sub(r"\1", " ".join(plain.split())))
+    return plain or text
 
 
 def tokenize(text: str) -> list[str]:
