@@ -49,7 +49,7 @@ def default_reader_dir() -> Path:
 def reader_problem(folder: Path, check_hashes: bool = True) -> str | None:
     """What is wrong with the reader folder (missing, half-written, another build, a file whose
     sha256 differs from :data:`READER_FILES`), or None when nothing is. Hashing the 34 MB model
-    takes ~0.1 s."""
+    is quick (docs/benchmarks.md, "Figures behind the code's constants")."""
     folder = Path(folder)
     try:
         marker = json.loads((folder / MARKER_FILE).read_text(encoding="utf-8"))
