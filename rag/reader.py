@@ -10,7 +10,8 @@ altered file stops start-up with one line naming that command (:func:`load_reade
 
 Its output is one logit per pair (MS MARCO relevance; ~+4 and above: the sentence answers,
 below ~-4: unrelated). English only: on the project's hi/gu/te questions it picks little better
-than chance (docs/benchmarks.md), so they are read by its student (rag/student_reader.py).
+than chance (docs/encoders.md, "The English reader (issue 31)"), so they are read by its student
+(rag/student_reader.py).
 Which reader reads which language, and what the answer stage does with the scores:
 ``rag/answer/``.
 """
