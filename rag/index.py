@@ -45,8 +45,8 @@ class SearchParams:
 
     Defaults from ``scripts/eval_index_recall.py`` (recall@10 of HNSW vs exact search, 400 real
     queries, 2 cores): ef 256 recalls more than ef 128, on the shared sample and at 40,000
-    passages (sample replicated), in a fraction of exact search's time there (docs/benchmarks.md,
-    "Index settings: HNSW recall vs exact search").
+    passages (sample replicated), where it takes a fraction of exact search's time
+    (docs/benchmarks.md, "Index settings: HNSW recall vs exact search").
     """
 
     exact: bool = False
