@@ -88,8 +88,8 @@ class BotSettings:
     max_voice_s: int = bounded(120, 1)
     # Threads answering questions. The encoder runs one query at a time (a lock), so more
     # threads add no throughput on 2 cores and only contend for the GIL with the event loop
-    # (scripts/bench_bot.py, 50 chats at once, 2 cores: 6 threads worst loop stall 69 ms,
-    # 1-2 threads 33-44 ms, 41-50 answers/s either way).
+    # (scripts/bench_bot.py, 50 chats at once: docs/benchmarks.md, "Figures behind the code's
+    # constants").
     pipeline_threads: int = bounded(2, 1)
     # Threads encoding spoken replies to OGG/Opus (one ffmpeg process each). On 2 cores one
     # keeps ffmpeg from crowding out the event loop (scripts/bench_bot.py, 10 chats at once).

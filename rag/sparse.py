@@ -40,7 +40,9 @@ def passage_terms(text: str, lang: str | None) -> list[str]:
 
 
 def _bm25s():
-    import bm25s  # imported on first use: ~0.3 s, only where a sparse index is built or read
+    # imported on first use, only where a sparse index is built or read (its import time:
+    # docs/benchmarks.md, "Figures behind the code's constants")
+    import bm25s
 
     # bm25s sets up its own DEBUG-level logger: its "Building index from tokens" line would
     # interleave with build-index's progress and the console's chat

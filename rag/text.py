@@ -94,8 +94,8 @@ def embedding_text(text: str) -> str:
     without ZWJ/ZWNJ (they choose a glyph's shape; :func:`tokenize` drops them too) and without
     bidi controls (:data:`BIDI_CONTROLS`). The encoder's tokenizer reads each of them as a word
     break ("કિલો\u200cગ્રામ" -> "▁કિ લો ▁ ગ્રા મ", "ab\u200fcd" -> "▁ab ▁cd"), so a ZWNJ
-    typed inside a word moved the top cosine 0.847 -> 0.818 and the question under the floor
-    (issue 34)."""
+    typed inside a word moved the top cosine under the floor (issue 34; the figures:
+    docs/benchmarks.md, "Figures behind the code's constants")."""
     return unicodedata.normalize("NFC", text).translate(_EMBED_FOLD)
 
 
@@ -162,11 +162,10 @@ def content_tokens(text: str, lang: str | None = None) -> list[str]:
 def strip_fillers(text: str, lang: str) -> str:
     """``text`` without the whitespace-separated words that are :data:`FILLERS` of ``lang``
     (compared lower-cased, without surrounding punctuation); ``text`` itself when nothing else
-    would be left. On the 1,063 answerable spoken-style training questions (the list was drawn
-    from them, so in-sample; hybrid retrieval) the
-    answer passage reached the top 5 more often with them removed before embedding (gu 96.6 ->
-    97.8 %, hi 87.3 -> 87.9 %, te 91.5 -> 95.1 %, en 98.8 % both) and the top cosine cleared the
-    floor more often (gu 67.4 -> 80.9 %, hi 87.0 -> 90.8 %, en 98.3 -> 98.6 %, te 81.7 both)."""
+    would be left. On the answerable spoken-style training questions (the list was drawn from
+    them, so in-sample) the answer passage reached the top 5 and the top cosine cleared the
+    floor more often with them removed before embedding (docs/benchmarks.md, "Figures behind
+    the code's constants")."""
     fillers = FILLERS.get(lang, frozenset())
     kept = [w for w in text.split() if w.lower().strip(",.!?;:…-") not in fillers]
     return " ".join(kept) if kept else text

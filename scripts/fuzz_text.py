@@ -1,5 +1,6 @@
 """Random text through the real pipeline: how many of N random strings are answered (issue 34:
-1 of 3,000 was; the target is none).
+the target is none; its finding and the runs: docs/benchmarks.md, "Random text, lexical support
+and the danda (issue 34)").
 
     python scripts/fuzz_text.py [--n 10000] [--seed 34] [--index data/index]
 

@@ -56,11 +56,13 @@ OFF_CORPUS_BOUND = 0.01
 threshold may let through, as a share of the scope's (issue 31: never an answer to an
 off-corpus question; the acceptance bound on the test set is 0.02). The dataset's not-in-corpus
 queries are not held to it: their own passages are missing from the sample, but the sample often
-answers them (hi, out of fold: 4 of 150 answered confidently, as "causes of lung inflammation"
-with a passage that states them), so they count against the band's share instead
+answers them (hi, out of fold: some answered confidently, as "causes of lung inflammation" with
+a passage that states them; docs/benchmarks.md, "Answers (issues 31 and 32)"), so they count
+against the band's share instead
 (:data:`HEDGE_COUNTED`); held to this bound too, they stopped the scan at the confident threshold
-itself in Hindi (nothing hedged) and cut English's band short (this round's training
-questions, out of fold: docs/benchmarks.md)."""
+itself in Hindi (nothing hedged) and cut English's band short (the training questions, out of
+fold, when this rule was set: docs/history.md, "The reader's scores pick the answer, and Hindi
+hedges")."""
 def choose_target(p: np.ndarray, y: np.ndarray, kinds: np.ndarray, lang: str, n_answerable: int,
                   n_near_miss: int, targets: tuple[float, ...] = TARGETS) -> tuple[float, float]:
     """A language's operating point, (target, threshold), from out-of-fold probabilities ``p``

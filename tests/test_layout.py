@@ -9,11 +9,14 @@ the ones inside functions (a lazy import is still a dependency).
 - ``ragtools/`` (build tools) imports none of ``bot``, ``storage``.
 - No product module imports ``tests``.
 - The import graph of product modules has no cycle.
+- ``docs/development.md``'s Layout table names every product module (issue 41), so a new module
+  is described where a newcomer looks for it.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -221,3 +224,66 @@ def test_the_answer_stage_is_built_on_rag_and_nothing_in_rag_below_it_imports_it
             offences += [f"{name} imports {imported}" for imported in sorted(raw)
                          if _is_under(imported, ANSWER_STAGE)]
     assert offences == []
+
+
+DEVELOPMENT_DOC = ROOT / "docs" / "development.md"
+LAYOUT_PACKAGES = ("rag", "bot", "storage", "clients", "ragtools", "standins", "scripts")
+"""The packages whose every module docs/development.md's Layout table names."""
+
+
+def layout_rows(markdown: str) -> dict[str, str]:
+    """First cell -> the whole row, for the table of the ``## Layout`` section (``| `rag/` |
+    what |`` gives ``{"rag/": "| `rag/` | what |"}``)."""
+    match = re.search(r"^## Layout\n(.*?)(?=^## |\Z)", markdown, re.MULTILINE | re.DOTALL)
+    section = match.group(1) if match else ""
+    rows = {}
+    for line in section.splitlines():
+        if line.startswith("| `"):
+            rows[line.split("|")[1].strip().strip("`")] = line
+    return rows
+
+
+def is_named(row: str, package: str, relative: Path) -> bool:
+    """Whether ``row`` names the module at ``relative`` (a path under ``package``): its file name
+    (``followup.py``) or its path (``rag/answer/gate.py``) as a word of its own; a subpackage's
+    ``__init__.py`` by its folder (``answer/``); the package's own ``__init__.py`` by the row."""
+    if relative.name == "__init__.py":
+        if relative.parent == Path("."):
+            return True
+        names = [f"{relative.parent.name}/", f"{package}/{relative.parent.as_posix()}/"]
+    else:
+        names = [relative.name, f"{package}/{relative.as_posix()}"]
+    return any(re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w])", row) for name in names)
+
+
+def modules_missing_from_layout(markdown: str, root: Path = ROOT) -> list[str]:
+    """Every ``.py`` file under :data:`LAYOUT_PACKAGES` of ``root`` that its package's row of
+    the Layout table does not name (a package without a row: all of its modules)."""
+    rows = layout_rows(markdown)
+    missing = []
+    for package in LAYOUT_PACKAGES:
+        row = rows.get(f"{package}/", "")
+        for path in sorted((root / package).rglob("*.py")):
+            relative = path.relative_to(root / package)
+            if "__pycache__" not in path.parts and not is_named(row, package, relative):
+                missing.append(f"{package}/{relative.as_posix()}")
+    return missing
+
+
+def test_a_module_is_named_by_its_file_name_or_path_in_its_own_row():
+    doc = ("## Layout\n\n| path | what |\n|---|---|\n"
+           "| `rag/` | `followup.py`, **`answer/`** (`rag/answer/gate.py`) |\n"
+           "| `bot/` | `ratelimit.py` and the `chat/` folder |\n\n## Next\n| `scripts/` | x |\n")
+    rows = layout_rows(doc)
+    assert set(rows) == {"rag/", "bot/"}
+    assert is_named(rows["rag/"], "rag", Path("followup.py"))
+    assert is_named(rows["rag/"], "rag", Path("answer/gate.py"))
+    assert is_named(rows["rag/"], "rag", Path("answer/__init__.py"))
+    assert is_named(rows["bot/"], "bot", Path("chat/__init__.py"))
+    assert not is_named(rows["rag/"], "rag", Path("answer/stage.py"))
+    assert not is_named(rows["rag/"], "rag", Path("up.py"))  # not inside followup.py
+    assert not is_named(rows["bot/"], "bot", Path("limit.py"))  # not inside ratelimit.py
+
+
+def test_every_product_module_is_named_in_the_layout_table():
+    assert modules_missing_from_layout(DEVELOPMENT_DOC.read_text(encoding="utf-8")) == []

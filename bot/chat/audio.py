@@ -92,8 +92,8 @@ def _decode(data: bytes, max_seconds: float | None = None) -> AudioSegment:
         )
     try:
         # Telegram voice notes are OGG/Opus: naming the decoder spares pydub an ffprobe run
-        # and ffmpeg's native opus decoder beats libopus (measured here, 2 cores: 2 s note
-        # 186 -> 97 ms; 70 s note 353 -> 245 ms).
+        # and ffmpeg's native opus decoder beats libopus (docs/benchmarks.md, "Figures behind
+        # the code's constants").
         is_ogg_opus = data[:4] == b"OggS" and b"OpusHead" in data[:128]
         segment = AudioSegment.from_file(io.BytesIO(data), codec="opus" if is_ogg_opus else None,
                                          duration=max_seconds)

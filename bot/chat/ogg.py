@@ -204,8 +204,9 @@ def check_ogg(data: bytes, max_seconds: float | None = None) -> OggCheck:
     ``max_seconds`` (the decoder's limit, s), it also stops once the pages plausibly claim that
     much: what lies beyond is never decoded, and the walk's cost stays bounded by it (one step
     per packet, at least 2.5 ms each) whatever the file holds: 20 MB of one-byte packets is
-    checked to 61 s in ~0.1 s, where without a limit its 8.4 million packets take 10-30 s on 2
-    busy cores. Give the limit for anything a user sent.
+    checked in a fraction of a second, where without a limit its millions of packets take
+    seconds (docs/benchmarks.md, "Figures behind the code's constants"). Give the limit for
+    anything a user sent.
     """
     pos = 0
     granules = _Granules()

@@ -128,10 +128,10 @@ def freeze_loaded_objects() -> None:
     sample index) out of the cyclic garbage collector's reach (``gc.freeze``), so its full
     collections stop walking them.
 
-    Each full collection walked them on the event loop's thread: measured here with
-    ``scripts/bench_bot.py`` (50 chats at once, 2 cores, load 0.6), gen-2 collections took
-    65-81 ms and were the run's worst event-loop stall (81.8 ms); frozen, the worst stall was
-    13.6-18.2 ms in two runs. Later calls do nothing (tests open many services in one process).
+    Each full collection walked them on the event loop's thread: with ``scripts/bench_bot.py``
+    (50 chats at once) the generation-2 collections were the run's worst event-loop stalls, and
+    frozen, the worst stall is far shorter (docs/benchmarks.md, "Bot"). Later calls do nothing
+    (tests open many services in one process).
     """
     global _is_frozen
     if _is_frozen:

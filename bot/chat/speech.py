@@ -14,8 +14,9 @@ when it is
 
 Every constant was measured on real audio by ``scripts/measure_speech_gate.py`` (espeak-ng
 notes in en/hi/gu/te encoded as Telegram's OGG/Opus, digital silence, white and pink noise
-from -60 to -20 dBFS, steady tones and a melody); docs/benchmarks.md has the table. Pure
-functions, no I/O: call from handlers with ``asyncio.to_thread``.
+from -60 to -20 dBFS, steady tones and a melody); docs/benchmarks.md, "Speech gate", has the
+table and where each constant sits in it. Pure functions, no I/O: call from handlers with
+``asyncio.to_thread``.
 """
 
 from __future__ import annotations
@@ -29,28 +30,29 @@ import numpy as np
 FRAME_MS = 20
 """Analysis frame in milliseconds: one Opus frame, the usual 10-30 ms of energy VADs."""
 NOISE_PERCENTILE = 10.0
-"""Percentile of frame levels taken as the note's noise floor: pauses between words make up
-11-42 % of the frames of the measured espeak-ng questions (frames within 6 dB of the floor)."""
+"""Percentile of frame levels taken as the note's noise floor: pauses between words (frames
+within 6 dB of the floor) make up more than a tenth of the frames of every measured espeak-ng
+question, so this percentile is the room, not the voice (docs/benchmarks.md, "Speech gate")."""
 RELATIVE_MARGIN_DB = 12.0
-"""How far above the noise floor a speech frame is, dB. Steady noise and tones stay close to
-their own floor (measured p90-p10 spread of frame levels: 0.9-3.5 dB for white and pink noise,
-0.1 dB for a tone); the speech notes spread over 61-83 dB, and a question spoken over -35 dBFS
-white noise still over 21 dB."""
+"""How far above the noise floor a speech frame is, dB. Steady noise and tones stay within a
+few dB of their own floor (the p90-p10 spread of frame levels, for white and pink noise at any
+level and for a tone), while the speech notes spread over tens of dB, a question spoken over
+-35 dBFS white noise too (docs/benchmarks.md, "Speech gate")."""
 ABSOLUTE_FLOOR_DBFS = -50.0
-"""No frame quieter than this is speech, dBFS: the speech frames of the measured notes are at
--48.6 dBFS at the quietest (5th percentile -38.6, median -22.1), while noise at -60 dBFS (a
-phone's idle hiss) must never count however it fluctuates."""
+"""No frame quieter than this is speech, dBFS: the quietest speech frame of the measured notes
+is just above it (docs/benchmarks.md, "Speech gate"), while noise at -60 dBFS (a phone's idle
+hiss) must never count however it fluctuates."""
 TONAL_PEAK_HALF_BINS = 1
 TONAL_PEAK_SHARE = 0.9
 """A frame that holds at least 90 % of its energy within ±1 FFT bin (bins 50 Hz apart with 20 ms
-frames) of its strongest bin is a tone: the steady frames of a sine hold 100 % there (its
-Hann-window main lobe), while loud espeak-ng speech frames hold at most 81 % (median 44 %,
-p99 74 %; the harmonics of a voice spread the energy). Only the frames where a tone starts or
-stops fall below 90 %: 0.28 s of the 3.6 s melody."""
+frames) of its strongest bin is a tone: the steady frames of a sine hold all of it there (its
+Hann-window main lobe), while loud espeak-ng speech frames stay well below (the harmonics of a
+voice spread the energy). Only the frames where a tone starts or stops fall below 90 %
+(docs/benchmarks.md, "Speech gate")."""
 MIN_SPEECH_S = 0.5
 """Less speech than this (seconds) is not a question (the issue's "~0.5 s"): the espeak-ng notes
-"Yes.", "OK" and "हाँ" measure 0.28-0.42 s; the shortest question ("capital of India?") 0.96 s,
-and a question over -35 dBFS noise 0.76 s."""
+"Yes.", "OK" and "हाँ" measure less, the shortest question ("capital of India?") and a question
+over -35 dBFS noise more (docs/benchmarks.md, "Speech gate")."""
 MOSTLY_SILENT_FRACTION = 0.5
 """A note with speech in less than half of its length is "mostly silent": a filler-only
 transcript of such a note is refused (see ``is_filler_only``)."""

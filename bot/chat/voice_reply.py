@@ -48,9 +48,10 @@ OPUS_BITRATE = "32k"
 """Opus bit rate of voice replies: speech is clear at 24-32 kbit/s (Telegram's own voice notes
 are ~30 kbit/s); ~4 KB per second of speech."""
 OPUS_COMPLEXITY = 5
-"""libopus complexity 0-10 (default 10): 5 encoded 11 s of speech in 231 ms instead of 353 ms
-here (2 cores, loaded), most of the rest being ffmpeg's start-up; speech at 32 kbit/s keeps
-its clarity (Opus docs: complexity trades little quality at speech bit rates)."""
+"""libopus complexity 0-10 (default 10): 5 encodes speech markedly faster than 10 here, and
+most of what remains of its time is ffmpeg's start-up (docs/benchmarks.md, "Spoken replies");
+speech at 32 kbit/s keeps its clarity (Opus docs: complexity trades little quality at speech
+bit rates)."""
 OPUS_SAMPLE_RATE_HZ = 48_000
 """Opus codes at 48 kHz (RFC 7845 players expect it; libopus refuses 22,050 Hz input)."""
 

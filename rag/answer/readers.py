@@ -4,9 +4,9 @@ A reader is anything with a ``name`` and ``score(question, texts)`` (:class:`Rea
 reads which language is written here once (:data:`READER_OF`): English questions by the
 pretrained English cross-encoder (``rag/reader.py``), Hindi, Gujarati and Telugu ones by its
 multilingual student (``rag/student_reader.py``; the English reader's top-1 on them is near
-chance: docs/benchmarks.md). The pipeline holds them as ``readers: dict[lang, Reader]``, the
-fit (``scripts/fit_answering.py``) fits one gate model per language and one set of re-pick
-weights per reader (:func:`reader_groups`).
+chance: docs/encoders.md, "The English reader (issue 31)"). The pipeline holds them as
+``readers: dict[lang, Reader]``, the fit (``scripts/fit_answering.py``) fits one gate model per
+language and one set of re-pick weights per reader (:func:`reader_groups`).
 """
 
 from __future__ import annotations
