@@ -86,6 +86,7 @@ ROWS = (
     ("near_miss_answered", "natural near-miss: answered confidently"),
     ("near_miss_hedged", "natural near-miss: hedged"),
     ("off_corpus_answered", "off-corpus: answered (either kind)"),
+    ("near_corpus_answered", "near-corpus, unanswerable: answered (either)"),
     ("dataset_answerable_answered", "dataset answerable: answered (either)"),
     ("no_answer_present_answered", "dataset No Answer Present: answered"),
     ("not_in_corpus_answered", "dataset not-in-corpus: answered (either)"),

@@ -25,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "data" / "msmarco-xi-sample" / "corpus.jsonl"
-KINDS = ("answerable", "near_miss")
+KINDS = ("answerable", "near_miss", "near_corpus")
 LANGS = ("en", "hi", "gu", "te")
 STYLES = ("typed", "spoken", "code_mixed", "latin")
 """How the question is written: typed with punctuation; as speech-to-text writes a voice note
@@ -62,7 +62,7 @@ def check_training(rows: list[dict], test: list[dict]) -> list[str]:
         where = f"line {i} ({row.get('id', '?')})"
         if row.get("style") not in STYLES:
             problems.append(f"{where}: style {row.get('style')!r} not in {STYLES}")
-        if row.get("answer_type") not in ANSWER_TYPES:
+        if row.get("kind") != "near_corpus" and row.get("answer_type") not in ANSWER_TYPES:
             problems.append(f"{where}: answer_type {row.get('answer_type')!r} not in "
                             f"{ANSWER_TYPES}")
         if " ".join(str(row.get("question", "")).split()).lower() in test_questions:
@@ -80,7 +80,8 @@ def check(rows: list[dict], passages: dict[str, dict], qids: set[int]) -> list[s
     seen_ids, seen_questions = set(), set()
     for i, row in enumerate(rows, 1):
         where = f"line {i} ({row.get('id', '?')})"
-        for key in ("id", "lang", "kind", "question", "query_id"):
+        for key in ("id", "lang", "kind", "question") + (
+                () if row.get("kind") == "near_corpus" else ("query_id",)):
             if key not in row:
                 problems.append(f"{where}: missing {key!r}")
         if row.get("id") in seen_ids:
@@ -94,7 +95,7 @@ def check(rows: list[dict], passages: dict[str, dict], qids: set[int]) -> list[s
             problems.append(f"{where}: lang {row.get('lang')!r} not in {LANGS}")
         if row.get("kind") not in KINDS:
             problems.append(f"{where}: kind {row.get('kind')!r} not in {KINDS}")
-        if row.get("query_id") not in qids:
+        if row.get("kind") != "near_corpus" and row.get("query_id") not in qids:
             problems.append(f"{where}: query_id {row.get('query_id')!r} has no passage")
         if row.get("kind") == "answerable":
             passage = passages.get(row.get("passage_id", ""))
@@ -110,8 +111,10 @@ def check(rows: list[dict], passages: dict[str, dict], qids: set[int]) -> list[s
                 problems.append(f"{where}: answer must be 1-{MAX_ANSWER_CHARS} chars")
             elif answer not in passage["text"]:
                 problems.append(f"{where}: answer {answer!r} not verbatim in {passage['id']}")
-        elif row.get("kind") == "near_miss" and len(str(row.get("note", ""))) < 20:
-            problems.append(f"{where}: a near-miss needs a note saying why no passage states it")
+        elif row.get("kind") in ("near_miss", "near_corpus") and \
+                len(str(row.get("note", ""))) < 20:
+            problems.append(f"{where}: a {row.get('kind')} needs a note saying why no passage "
+                            "states it")
     return problems
 
 

@@ -107,6 +107,9 @@ from rag.settings import SHARED_SAMPLE, RagSettings  # noqa: E402
 from rag.types import LANGUAGES, Trace  # noqa: E402
 
 TRAINING = sorted((ROOT / "eval" / "training").glob("*.jsonl"))
+NEAR_CORPUS = ROOT / "eval" / "training" / "near_corpus" / "near_corpus.jsonl"
+"""Questions no passage answers whose words sit near some passage (issue 42: "1 किलोग्राम में
+कितने ग्राम होते हैं?" was hedged with a chemistry-homework extract): negatives of the gate."""
 READER_GROUPS = reader_groups(LANGUAGES)
 """The languages each reader reads (``rag.answer.READER_OF``): one set of re-pick weights per
 reader, one gate model per language."""
@@ -149,7 +152,8 @@ def collect(
         retrieved = pickle.loads(cache.read_bytes())
     items: list[Item] = []
     for row in natural:
-        items.append(Item(row["question"], row["lang"], row["kind"], row["query_id"],
+        group = row.get("query_id", -1_000_000 - len(items))  # near_corpus: its own group
+        items.append(Item(row["question"], row["lang"], row["kind"], group,
                           row.get("answer", ""), row.get("style", "")))
     for i, case in enumerate(cases):
         kind = "dataset_answerable" if case.category == "answerable" else case.category
@@ -509,7 +513,7 @@ def main(argv: list[str] | None = None) -> int:
     pipeline = Pipeline(settings, encoder, index, gate=None, selector=AnswerSelector.neutral(),
                         fusion=fusion)
     fitted_for = {"encoder_variant": encoder.variant, "retrieval": settings.retrieval}
-    natural = [json.loads(line) for path in args.questions
+    natural = [json.loads(line) for path in (*args.questions, NEAR_CORPUS)
                for line in path.open(encoding="utf-8") if line.strip()]
     items = collect(pipeline, natural, load_cases(args.data, args.not_in_corpus), args.cache)
     cosine = answer_cosines(pipeline)
