@@ -28,14 +28,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+import numpy as np
+
 from rag.romanized import to_devanagari
 from rag.text import content_tokens, tokenize
 from rag.types import FollowUpReading, Hit, Turn
 
 MARKERS: dict[str, frozenset[str]] = {
     "en": frozenset(
-        "it its it's itself that this these those they them their there one ones he she his "
-        "her him same else also too and then what about how so".split()),
+        "it its itself that this these those they them their there one ones he she his her "
+        "him same else also too and about".split()),
     "hi": frozenset(
         "इसका इसकी इसके इसे इसमें इससे इसको उसका उसकी उसके उसे उसमें उससे उसको ये यह वो वह "
         "इनका इनकी इनके इन्हें इनमें उनका उनकी उनके उन्हें उनमें वहां वहाँ वहीं यहां यहाँ भी और "
@@ -56,11 +58,29 @@ MARGIN_WITH_MARKER = 0.03
 least this far above its language's floor (a complete question that starts "okay and …" has a
 topic of its own). Chosen on the training pairs by ``scripts/fit_followups.py``."""
 
+MAX_BARE_WORDS = 3
+"""A message of at most this many content words ("and a large one?": large) leans on the
+previous turn like one with a :data:`MARKERS` word."""
+
 TOPIC_IDF = 4.0
 """A word of the previous question joins the follow-up's reading (:func:`reading_text`) when
 its IDF in the question's language (``rag.selection.Idf``: ln((N + 1) / (df + 0.5))) is at least
 this: the thing talked about, not what was asked of it. Chosen on the training pairs by
 ``scripts/fit_followups.py``."""
+
+
+COMBINE = "sum"
+"""How the search with the context gets its vector: ``sum`` of the previous question's and the
+message's (:func:`combined_vector`; no encoder call: the previous question's vector is kept
+from when it was asked) or ``concat``, the two texts embedded together (one encoder call)."""
+
+
+def combined_vector(previous: np.ndarray, message: np.ndarray) -> np.ndarray:
+    """float32 (dim,): the L2-normalised sum of two L2-normalised float32 (dim,) vectors, the
+    direction between the previous question and the message."""
+    total = np.asarray(previous, dtype=np.float32) + np.asarray(message, dtype=np.float32)
+    norm = float(np.linalg.norm(total))
+    return total / norm if norm > 0 else np.asarray(message, dtype=np.float32)
 
 
 def previous_turn(after: Turn | str) -> Turn:
@@ -74,9 +94,11 @@ def search_text(previous: Turn, message: str) -> str:
 
 
 def reading_text(previous: Turn, message: str, lang: str, idf: Callable[[str, str], float],
-                 min_idf: float = TOPIC_IDF) -> str:
+                 min_idf: float | None = None) -> str:
     """What a follow-up's answer is chosen for: the message, then the previous question's words
-    whose IDF in ``lang`` is at least ``min_idf`` and that the message lacks (its topic)."""
+    whose IDF in ``lang`` is at least ``min_idf`` (default :data:`TOPIC_IDF`) and that the
+    message lacks (its topic)."""
+    min_idf = TOPIC_IDF if min_idf is None else min_idf
     own = set(tokenize(message))
     topic = [w for w in dict.fromkeys(content_tokens(previous.question, lang))
              if w not in own and idf(lang, w) >= min_idf]
@@ -100,21 +122,27 @@ def topics_of(passage_ids: Iterable[str]) -> set[str]:
 
 def leans_on(message: str, lang: str, previous_topics: set[str], alone_top: float | None,
              alone_hits: list[Hit], with_hits: list[Hit], floor: float,
-             margin: float = MARGIN_WITH_MARKER) -> tuple[bool, str]:
+             margin: float | None = None) -> tuple[bool, str]:
     """Whether ``message`` leans on the previous turn (see the module), and why (one line).
 
     ``previous_topics`` the previous turn's topics (:func:`topics_of` of the passages it cited,
     or of its search's top hits); ``alone_top`` the message's dense top cosine read alone (None:
     nothing found), ``alone_hits`` and ``with_hits`` its hits alone and with the context (best
-    first); ``floor`` its language's."""
+    first); ``floor`` its language's; ``margin`` default :data:`MARGIN_WITH_MARKER`."""
+    margin = MARGIN_WITH_MARKER if margin is None else margin
     alone_topic = topics_of([alone_hits[0].passage.id]) if alone_hits else set()
     with_topic = topics_of([with_hits[0].passage.id]) if with_hits else set()
-    if alone_top is None or alone_top < floor:
-        return True, f"alone below the floor ({_score(alone_top)} < {floor:.3f})"
+    if not with_topic & previous_topics:
+        return False, "with the context, its best passage is not on the previous topic"
     if alone_topic & previous_topics:
         return True, "alone, its best passage is on the previous topic"
-    if has_marker(message, lang) and with_topic & previous_topics and \
-            alone_top < floor + margin:
+    points_back = has_marker(message, lang) or \
+        len(content_tokens(message, lang)) <= MAX_BARE_WORDS
+    if alone_top is None or alone_top < floor:
+        if points_back:
+            return True, f"alone below the floor ({_score(alone_top)} < {floor:.3f})"
+        return False, "a complete question of its own (below the floor alone)"
+    if points_back and alone_top < floor + margin:
         return True, (f"points back, and alone clears the floor by less than {margin:.3f} "
                       f"({alone_top:.3f})")
     return False, f"a topic of its own (alone {alone_top:.3f} >= floor {floor:.3f})"

@@ -19,6 +19,8 @@ from rag.encoders import Encoder, load_encoder
 from rag.errors import IndexNotFoundError
 from rag.fitted import check_fitted_encoder
 from rag.followup import (
+    COMBINE,
+    combined_vector,
     leans_on,
     previous_turn,
     reading,
@@ -226,8 +228,9 @@ class Pipeline:
                 hits, top_dense = self.search(text, vector, basis.lang, lang is not None)
                 stage.decision, stage.detail = self._describe_hits(hits, basis.lang)
             if after is not None:
-                followup, read = self._followup_stage(previous_turn(after), text, basis.lang,
-                                                      lang is not None, hits, top_dense, trace)
+                followup, read = self._followup_stage(previous_turn(after), text, vector,
+                                                      basis.lang, lang is not None, hits,
+                                                      top_dense, trace)
                 if followup.is_followup:
                     text, vector, hits, top_dense = read
             relevance = self._relevance_guard(top_dense, hits, verdict.text, text, basis, trace)
@@ -285,29 +288,34 @@ class Pipeline:
                 reason=verdict.refusal, searched=searched))
         return basis
 
-    def _followup_stage(self, previous: Turn, text: str, lang: str, is_explicit: bool,
-                        hits: list[Hit], top_dense: float | None, trace: Trace
-                        ) -> tuple[FollowUpReading, tuple]:
-        """The message (searched as ``text``, its ``hits`` and dense top alone) read after
-        ``previous`` (:mod:`rag.followup`), recorded as the ``followup`` stage: the reading, and
-        what a follow-up is read with (its reading text, the vector and hits of its search with
-        the context, their dense top)."""
+    def _followup_stage(self, previous: Turn, text: str, vector: np.ndarray, lang: str,
+                        is_explicit: bool, hits: list[Hit], top_dense: float | None,
+                        trace: Trace) -> tuple[FollowUpReading, tuple]:
+        """The message (searched as ``text``, its float32 (dim,) ``vector``, its ``hits`` and
+        dense top alone) read after ``previous`` (:mod:`rag.followup`), recorded as the
+        ``followup`` stage: the reading, and what a follow-up is read with (its reading text, the
+        vector and hits of its search with the context, their dense top). The search with the
+        context embeds nothing new: its vector is the sum of the previous question's (kept from
+        when it was asked) and the message's (:func:`rag.followup.combined_vector`)."""
         with trace.timed("followup") as stage:
             searched = search_text(previous, text)
-            vector = self.encode_query(searched)
-            with_hits, with_top = self.search(searched, vector, lang, is_explicit)
+            previous_vector = self.encode_query(previous.question)
+            with_vector = combined_vector(previous_vector, vector) if COMBINE == "sum" \
+                else self.encode_query(searched)
+            with_hits, with_top = self.search(searched, with_vector, lang, is_explicit)
             topics = topics_of(previous.passage_ids) or self._topics_of_question(
-                previous.question, lang, is_explicit)
+                previous.question, previous_vector, lang, is_explicit)
             leans, why = leans_on(text, lang, topics, top_dense, hits, with_hits,
                                   self.settings.floor(lang))
             read = reading_text(previous, text, lang, self.answers.idf)
             stage.decision = "used" if leans else "alone"
             stage.detail = why + (f"; searched as: {searched}; read as: {read}" if leans else "")
-        return reading(leans, searched, why), (read, vector, with_hits, with_top)
+        return reading(leans, searched, why), (read, with_vector, with_hits, with_top)
 
-    def _topics_of_question(self, question: str, lang: str, is_explicit: bool) -> set[str]:
+    def _topics_of_question(self, question: str, vector: np.ndarray, lang: str,
+                            is_explicit: bool) -> set[str]:
         """The topics of a question's top 3 hits (a previous turn that names no passages)."""
-        hits, _ = self.search(question, self.encode_query(question), lang, is_explicit)
+        hits, _ = self.search(question, vector, lang, is_explicit)
         return topics_of(h.passage.id for h in hits[:3])
 
     def _embed_stage(self, text: str, trace: Trace) -> np.ndarray:
