@@ -27,11 +27,12 @@ docs/benchmarks.md.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 import numpy as np
 
 from rag.romanized import to_devanagari
-from rag.text import content_tokens, tokenize
+from rag.text import content_tokens, tokenize, undecorated
 from rag.types import FollowUpReading, Hit, Turn
 
 MARKERS: dict[str, frozenset[str]] = {
@@ -84,8 +85,11 @@ def combined_vector(previous: np.ndarray, message: np.ndarray) -> np.ndarray:
 
 
 def previous_turn(after: Turn | str) -> Turn:
-    """``after`` as a :class:`Turn` (a bare string is the earlier question's text)."""
-    return after if isinstance(after, Turn) else Turn(str(after))
+    """``after`` as a :class:`Turn` (a bare string is the earlier question's text), its question
+    read without decorations (:func:`rag.text.undecorated`), as it was searched and embedded
+    when it was asked."""
+    turn = after if isinstance(after, Turn) else Turn(str(after))
+    return replace(turn, question=undecorated(turn.question))
 
 
 def search_text(previous: Turn, message: str) -> str:

@@ -62,6 +62,10 @@ def report(items: list, decided: dict[int, dict], gate: bool = True) -> dict:
         elif it.kind == "near_miss":
             row["near_miss_answered"].append(answered)
             row["near_miss_hedged"].append(hedged)
+        elif it.kind == "followup":
+            row["followup_delivered"].append(answerable_outcome(it, d, gate)["delivered"])
+        elif it.kind == "followup_no_answer":
+            row["followup_no_answer_answered"].append(answered)
         else:
             row[f"{it.kind}_answered"].append(answered or hedged)
         if answered or hedged:
@@ -87,6 +91,8 @@ ROWS = (
     ("near_miss_hedged", "natural near-miss: hedged"),
     ("off_corpus_answered", "off-corpus: answered (either kind)"),
     ("near_corpus_answered", "near-corpus, unanswerable: answered (either)"),
+    ("followup_delivered", "follow-up pairs: fact delivered (either)"),
+    ("followup_no_answer_answered", "follow-ups with no answer: confident"),
     ("dataset_answerable_answered", "dataset answerable: answered (either)"),
     ("no_answer_present_answered", "dataset No Answer Present: answered"),
     ("not_in_corpus_answered", "dataset not-in-corpus: answered (either)"),

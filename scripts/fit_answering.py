@@ -104,9 +104,12 @@ from rag.selection import (  # noqa: E402
     candidate_features,
 )
 from rag.settings import SHARED_SAMPLE, RagSettings  # noqa: E402
-from rag.types import LANGUAGES, Trace  # noqa: E402
+from rag.types import LANGUAGES, Result, Trace, Turn  # noqa: E402
 
 TRAINING = sorted((ROOT / "eval" / "training").glob("*.jsonl"))
+FOLLOWUPS = sorted((ROOT / "eval" / "followups").glob("train_*.jsonl"))
+"""Training follow-up pairs (issue 44): their second messages, read after the first as the
+pipeline reads them, are fitted on like natural questions (a no-answer one as a negative)."""
 NEAR_CORPUS = ROOT / "eval" / "training" / "near_corpus" / "near_corpus.jsonl"
 """Questions no passage answers whose words sit near some passage (issue 42: "1 किलोग्राम में
 कितने ग्राम होते हैं?" was hedged with a chemistry-homework extract): negatives of the gate."""
@@ -122,9 +125,10 @@ candidates hold it at all); written to the gate file as ``reader_top_k``."""
 
 @dataclass
 class Item:
-    """One question and what retrieval gave it. ``kind`` is answerable/near_miss (natural) or a
-    dataset category (answerable is then ``dataset_answerable``); ``candidates`` is empty when the
-    floor refused it."""
+    """One question and what retrieval gave it. ``kind`` is answerable/near_miss/near_corpus
+    (natural), followup/followup_no_answer (the second message of a training follow-up pair,
+    ``after`` its first question) or a dataset category (answerable is then
+    ``dataset_answerable``); ``candidates`` is empty when the floor refused it."""
 
     text: str
     lang: str
@@ -137,16 +141,21 @@ class Item:
     candidates: list[Candidate] = field(default_factory=list)
     labels: np.ndarray | None = None
     fold: int = -1
+    after: str | None = None
 
 
 def collect(
-    pipeline: Pipeline, natural: list[dict], cases: list, cache: Path | None = None
+    pipeline: Pipeline, natural: list[dict], cases: list, cache: Path | None = None,
+    followups: list[dict] = (),
 ) -> list[Item]:
-    """Retrieve every question once (floors applied, no gate) and build its candidates.
+    """Retrieve every question once (floors applied, no gate) and build its candidates; the
+    second message of a follow-up pair (``followups``, ``eval/followups/train_*``) is read after
+    its first question as the pipeline reads it (``after=``; :func:`turn_of`).
 
-    ``cache``: a pickle of the retrieval results by question text (read when present, written
-    when it was missing or lacked a question), so refitting after a change to the features skips
-    the query embeddings; it must come from the same index and encoder."""
+    ``cache``: a pickle of the retrieval results by question text (a follow-up's by its first
+    question and its text; read when present, written when it was missing or lacked a
+    question), so refitting after a change to the features skips the query embeddings; it must
+    come from the same index and encoder."""
     retrieved: dict = {}
     if cache is not None and cache.is_file():
         retrieved = pickle.loads(cache.read_bytes())
@@ -159,11 +168,21 @@ def collect(
         kind = "dataset_answerable" if case.category == "answerable" else case.category
         group = case.query_id if case.query_id is not None else -1 - i
         items.append(Item(case.text, case.lang, kind, group))
+    for row in followups:
+        kind = "followup_no_answer" if row["kind"] == "no_answer" else "followup"
+        items.append(Item(row["question"], row["lang"], kind, row["query_id"],
+                          row.get("answer") or "", row["style"], after=row["first"]["question"]))
     n_cached = len(retrieved)
     for item in items:
-        if item.text not in retrieved:
-            retrieved[item.text] = pipeline.prepare(item.text, None, None, Trace())
-        prepared = retrieved[item.text]
+        key = item.text if item.after is None else (item.after, item.text)
+        if key not in retrieved:
+            turn = None
+            if item.after is not None:
+                if item.after not in retrieved:
+                    retrieved[item.after] = pipeline.prepare(item.after, None, None, Trace())
+                turn = turn_of(retrieved[item.after])
+            retrieved[key] = pipeline.prepare(item.text, None, None, Trace(), turn)
+        prepared = retrieved[key]
         if not isinstance(prepared, Prepared):
             continue
         prepared.selection = None  # retrieval only: candidates are rebuilt below
@@ -183,6 +202,14 @@ def collect(
     return items
 
 
+def turn_of(first: Prepared | Result) -> Turn:
+    """The previous turn a follow-up pair's first question leaves, as a chat keeps it: the
+    question as searched and its top hits (no answer is chosen here)."""
+    if isinstance(first, Prepared):
+        return Turn(first.query, first.lang, tuple(h.passage.id for h in first.hits[:3]))
+    return Turn(first.searched or first.query, first.lang)
+
+
 def fit_selector(items: list[Item]) -> AnswerSelector:
     """Selector over the candidates of natural answerable questions with a positive candidate."""
     rows = [it for it in items if it.labels is not None and it.labels.any()]
@@ -194,7 +221,7 @@ def fit_selector(items: list[Item]) -> AnswerSelector:
 
 def gate_label(item: Item, selection: Selection | None) -> int | None:
     """1 answer, 0 refuse, None not trained on ("No Answer Present")."""
-    if item.kind == "answerable":
+    if item.kind in ("answerable", "followup"):
         return int(selection is not None and item.answer in selection.text)
     if item.kind == "dataset_answerable":
         return 1
@@ -515,7 +542,9 @@ def main(argv: list[str] | None = None) -> int:
     fitted_for = {"encoder_variant": encoder.variant, "retrieval": settings.retrieval}
     natural = [json.loads(line) for path in (*args.questions, NEAR_CORPUS)
                for line in path.open(encoding="utf-8") if line.strip()]
-    items = collect(pipeline, natural, load_cases(args.data, args.not_in_corpus), args.cache)
+    followups = [json.loads(line) for path in FOLLOWUPS for line in path.open(encoding="utf-8")]
+    items = collect(pipeline, natural, load_cases(args.data, args.not_in_corpus), args.cache,
+                    followups)
     cosine = answer_cosines(pipeline)
     read, save_reads = (None, lambda: None) if args.no_reader else reader_scores(args.reader_cache)
     chosen: dict[int, dict] = {}

@@ -49,7 +49,8 @@ HEDGE_EDGE = 20
 MIN_HEDGE_BAND = 10
 """Fewest questions of :data:`HEDGE_COUNTED` kinds a hedged band must hold for its share to
 count."""
-HEDGE_COUNTED = ("answerable", "near_miss", "not_in_corpus", "near_corpus")
+HEDGE_COUNTED = ("answerable", "near_miss", "not_in_corpus", "near_corpus", "followup",
+                 "followup_no_answer")
 """The kinds whose questions a hedged band's share is counted over (:data:`HEDGE_PRECISION`)."""
 OFF_CORPUS_BOUND = 0.01
 """Most off-corpus questions (``offcorpus.jsonl``: nothing in the corpus is about them) a hedge
