@@ -91,6 +91,7 @@ from rag.answer import (  # noqa: E402
     reader_signals,
     repick,
 )
+from rag.answer.gate import BOUND_MARGIN  # noqa: E402
 from rag.answer.readers import reader_groups  # noqa: E402
 from rag.encoders import load_encoder  # noqa: E402
 from rag.index import PassageIndex  # noqa: E402
@@ -400,7 +401,7 @@ def run_folds(items: list[Item], folds: int, target: float | None, cosine: Answe
             sel = selector.choose(it.text, it.candidates)
             x = gate_features(it.prepared.hits, sel, it.prepared.relevance.floor,
                               cosine(it, sel), question_style(it.text, it.prepared.lang)).vector()
-            out[i] = {"selection": sel, "gate_x": x, "label": gate_label(it, sel)}
+            out[i] = {"selection": sel, "gate_x": x, "gate_x0": x, "label": gate_label(it, sel)}
     if read is not None:  # the English reader over the top k, k by the 95 % rule
         at_k = span_at_k(items, out)
         k_read = min((k for k, v in at_k.items() if v >= READER_SPAN_SHARE), default=max(at_k))
@@ -431,11 +432,12 @@ def run_folds(items: list[Item], folds: int, target: float | None, cosine: Answe
                                  off_totals_of(items, lambda it, f=f: it.fold != f))
         if chosen is not None:
             chosen[f] = targets
-        d = gate.decisions(rows.langs[test], rows.x[test], rows.reader_x[test])
+        d = gate.decisions(rows.langs[test], rows.x[test], rows.reader_x[test],
+                           ceiling_x=rows.x0[test])
         for k, i in enumerate(rows.idx[test]):
             out[i].update(p=float(d.p[k]), answered=bool(d.confident[k]),
                           hedged=bool(d.hedged[k]), screened=bool(d.screened[k]),
-                          full_answered=bool(d.full_confident[k]))
+                          full_answered=bool(d.full_confident[k]), unread=bool(d.skipped[k]))
     return out
 
 
@@ -449,6 +451,7 @@ class GateRows:
     idx: np.ndarray
     x: np.ndarray
     reader_x: np.ndarray
+    x0: np.ndarray
     label: np.ndarray
     kinds: np.ndarray
     langs: np.ndarray
@@ -460,6 +463,7 @@ class GateRows:
         idx = np.array(sorted(out))
         return cls(idx, np.stack([out[i]["gate_x"] for i in idx]),
                    np.stack([out[i].get("reader_x", np.full(4, np.nan)) for i in idx]),
+                   np.stack([out[i].get("gate_x0", out[i]["gate_x"]) for i in idx]),
                    np.array([-1 if out[i]["label"] is None else out[i]["label"] for i in idx]),
                    np.array([items[i].kind for i in idx]), np.array([items[i].lang for i in idx]),
                    np.array([items[i].group for i in idx]), np.array([items[i].fold for i in idx]))
@@ -475,8 +479,15 @@ def fit_scopes(x: np.ndarray, rows: GateRows, mask: np.ndarray, folds: int,
     thresholds, chosen, hedges = gate_threshold(
         x[mask], rows.label[mask], rows.kinds[mask], rows.groups[mask], rows.langs[mask], folds,
         targets, totals, scopes, grid, off_totals=offs)
+    bounds = None
+    if pick is not None:  # a reader model: the range of what it reads after the screen
+        later = x[mask][:, len(SCREEN_FEATURES):]
+        lo, hi = later.min(axis=0), later.max(axis=0)
+        bounds = tuple(zip((lo - BOUND_MARGIN * (hi - lo)).tolist(),
+                           (hi + BOUND_MARGIN * (hi - lo)).tolist(), strict=True))
     return {scope: replace(model, threshold=t, hedge_threshold=hedges[scope],
-                           target=chosen[scope], pick=None if pick is None else tuple(pick))
+                           target=chosen[scope], pick=None if pick is None else tuple(pick),
+                           bounds=bounds)
             for scope, t in thresholds.items()}, chosen
 
 

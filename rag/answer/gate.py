@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -40,6 +40,7 @@ from scipy.special import expit
 from rag.answer.signals import (
     FEATURES,
     READER_FEATURES,
+    READER_SIGNALS,
     SCREEN_FEATURES,
     GateFeatures,
     ReaderScores,
@@ -54,6 +55,13 @@ READER_TOP_K = 4
 not say (its ``reader_top_k``: chosen by ``scripts/fit_answering.py`` as the smallest k whose
 top k holds the answer span for at least ``READER_SPAN_SHARE`` of the English training questions
 whose candidates hold it at all)."""
+
+READ_LATER = ("answer_cosine", *READER_SIGNALS)
+"""The signals a reader model needs beyond the screen's, each a model call away (the answer
+embedded; the reader run): what :meth:`LogisticModel.ceiling` bounds before reading."""
+BOUND_MARGIN = 0.25
+"""How far a reader model's bounds reach beyond the range its fit saw, as a share of that range
+on each side: a question whose signals fall outside it is rare, and the ceiling stays a bound."""
 
 PICK_SIGNALS = ("selector_logit", "reader_logit")
 """What :func:`pick_order` weighs per candidate read: the selector's logit, ln(p / (1 - p)) of
@@ -124,6 +132,10 @@ class LogisticModel:
     hedge_threshold: float | None = None
     target: float | None = None
     pick: tuple[float, ...] | None = None
+    bounds: tuple[tuple[float, float], ...] | None = None
+    """A reader model's: the range (lo, hi) of each signal it reads after the screen's
+    (``answer_cosine`` and the reader's, :data:`READ_LATER`), as seen in its fit and widened by
+    :data:`BOUND_MARGIN`; :meth:`ceiling` bounds its probability before they are computed."""
 
     def probability(self, x: np.ndarray) -> np.ndarray:
         """float64 (n,) for ``x`` (n, d) or (d,) (:func:`probabilities`)."""
@@ -133,6 +145,19 @@ class LogisticModel:
     def hedge(self) -> float:
         """The hedged band's floor as the rules take it (the confident threshold: none)."""
         return self.threshold if self.hedge_threshold is None else self.hedge_threshold
+
+    def ceiling(self, x: np.ndarray) -> np.ndarray:
+        """float64 (n,): the highest probability this reader model can give rows whose first
+        len(SCREEN_FEATURES) signals are ``x`` (n, len(SCREEN_FEATURES)), whatever the rest
+        (:data:`READ_LATER`) are within :attr:`bounds`; 1.0 without bounds."""
+        x = np.atleast_2d(np.asarray(x, dtype=np.float64))
+        if self.bounds is None:
+            return np.ones(len(x))
+        k = x.shape[1]
+        known = np.einsum("ij,j->i", (x - self.mean[:k]) / self.scale[:k], self.coef[:k])
+        w = self.coef[k:] / self.scale[k:]
+        lo, hi = (np.array([b[j] for b in self.bounds]) - self.mean[k:] for j in (0, 1))
+        return expit(known + float(np.maximum(w * lo, w * hi).sum()) + self.intercept)
 
     def kinds(self, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(confident, hedged) for probabilities ``p`` (:func:`verdict_kinds`)."""
@@ -153,6 +178,8 @@ class LogisticModel:
                 out[key] = getattr(self, key)
         if self.pick is not None:
             out["pick"] = list(self.pick)
+        if self.bounds is not None:
+            out["bounds"] = [list(b) for b in self.bounds]
         return out
 
     @classmethod
@@ -177,11 +204,16 @@ class LogisticModel:
         pick = data.get("pick")
         if pick is not None and not _numbers(pick, len(PICK_SIGNALS)):
             raise ValueError(f"{where}['pick'] is not a list of {len(PICK_SIGNALS)} numbers")
+        bounds = data.get("bounds")
+        if bounds is not None and not (isinstance(bounds, list) and len(bounds) == len(READ_LATER)
+                                       and all(_numbers(b, 2) and b[0] <= b[1] for b in bounds)):
+            raise ValueError(f"{where}['bounds'] is not {len(READ_LATER)} pairs [lo, hi]")
         return cls(np.asarray(data["mean"], dtype=np.float64),
                    np.asarray(data["scale"], dtype=np.float64),
                    np.asarray(data["coef"], dtype=np.float64), data["intercept"],
                    data["threshold"], hedge, data.get("target"),
-                   None if pick is None else tuple(pick))
+                   None if pick is None else tuple(pick),
+                   None if bounds is None else tuple(tuple(b) for b in bounds))
 
 
 def _is_number(x: object) -> bool:
@@ -207,6 +239,9 @@ class GateVerdict:
     is_hedged: bool = False
     hedge_threshold: float | None = None
     reading: ReaderScores | None = None
+    is_unread: bool = False
+    """Refused before reading: whatever the reader said, the probability could not reach the
+    hedge threshold (``probability`` is that ceiling)."""
 
     @property
     def decision(self) -> str:
@@ -222,6 +257,8 @@ class GateVerdict:
             verdict += f", {op} hedge threshold {self.hedge_threshold:.3f}"
         if self.screened:
             verdict += " (screen alone)"
+        if self.is_unread:
+            verdict = f"at most {verdict} whatever the reader reads (not read)"
         if self.reading is not None:
             verdict += f" (reader's model; {self.reading.describe()})"
         return f"{verdict}; {self.features.describe()}"
@@ -322,54 +359,70 @@ class GateModels:
     def screen_model(self, lang: str) -> LogisticModel:
         return self.screen.get(lang) or self.screen["all"]
 
-    def decisions(self, langs: Sequence[str], x: np.ndarray,
-                  reader_x: np.ndarray | None = None) -> Decisions:
-        """The verdicts of n questions at once, by the one rule the product and the fit share:
-        a question whose language a reader model covers and whose ``reader_x`` row is finite is
-        decided by that model; any other by the screen where it is sure
-        (:func:`screen_is_sure`), else by the full gate.
+    def decisions(self, langs: Sequence[str], x: np.ndarray, reader_x: np.ndarray | None = None,
+                  read_langs: Iterable[str] | None = None,
+                  ceiling_x: np.ndarray | None = None) -> Decisions:
+        """The verdicts of n questions at once, by the one rule the product and the fit share.
+
+        A question in a language a reader model covers (and, with ``read_langs``, one of those)
+        is refused unread where that model cannot reach its hedge threshold whatever the reader
+        says (:meth:`LogisticModel.ceiling` over its first signals: ``skipped``); else decided
+        by the model over its ``reader_x`` row (``needs_reading`` while that row is NaN). Any
+        other question is decided by the screen where it is sure (:func:`screen_is_sure`), else
+        by the full gate.
 
         Args:
             langs: n question languages.
             x: float64 (n, len(FEATURES)), the gate's signals; ``answer_cosine`` (the last) may
-                be NaN where not computed: a row the screen is not sure of is then left
-                ``needs_cosine`` (neither confident nor hedged).
+                be NaN where not computed: a row that needs it is then ``needs_cosine``
+                (neither confident nor hedged).
             reader_x: float64 (n, len(READER_SIGNALS)), NaN rows where not read; None: nothing
                 was read.
+            read_langs: the languages a reader can read here (None: every one with a model).
+            ceiling_x: the signals the ceiling is taken on, where they differ from ``x`` (the
+                fit's: before the reader re-picked the answer, as the product takes it).
         """
         langs = np.asarray(langs)
         x = np.atleast_2d(np.asarray(x, dtype=np.float64))
+        cx = x if ceiling_x is None else np.atleast_2d(np.asarray(ceiling_x, dtype=np.float64))
         n = len(langs)
-        p, t, h, full_p = (np.full(n, np.nan) for _ in range(4))
-        full_t = np.full(n, np.nan)
-        screened, read = np.zeros(n, bool), np.zeros(n, bool)
-        if reader_x is not None:
-            reader_x = np.atleast_2d(np.asarray(reader_x, dtype=np.float64))
-            read = np.isfinite(reader_x).all(axis=1) & np.isin(langs, list(self.reader_models))
+        rx = np.full((n, len(READER_SIGNALS)), np.nan) if reader_x is None else \
+            np.atleast_2d(np.asarray(reader_x, dtype=np.float64))
+        p, t, h, full_p, full_t = (np.full(n, np.nan) for _ in range(5))
+        screened, read, skipped = (np.zeros(n, bool) for _ in range(3))
+        readable = set(self.reader_models if read_langs is None else read_langs)
         for lang in dict.fromkeys(langs.tolist()):
-            rows = (langs == lang) & read
-            if rows.any():
+            rows = langs == lang
+            if lang in self.reader_models and lang in readable:
                 m = self.reader_models[lang]
-                p[rows] = full_p[rows] = m.probability(np.hstack([x[rows], reader_x[rows]]))
+                ceiling = m.ceiling(cx[rows][:, :len(SCREEN_FEATURES)])
+                skipped[rows] = ceiling < m.hedge
+                full_p[rows] = np.where(skipped[rows], ceiling, m.probability(
+                    np.hstack([x[rows], rx[rows]])))
+                read[rows] = ~skipped[rows] & np.isfinite(rx[rows]).all(axis=1)
                 t[rows], h[rows], full_t[rows] = m.threshold, m.hedge, m.threshold
-            rows = (langs == lang) & ~read
-            if rows.any():
-                sm, gm = self.screen_model(lang), self.gate_model(lang)
-                ps = sm.probability(x[rows][:, :len(SCREEN_FEATURES)])
-                sure = sm.is_screened(ps, self.screen_band)
-                full_p[rows], full_t[rows] = gm.probability(x[rows]), gm.threshold
-                p[rows] = np.where(sure, ps, full_p[rows])
-                t[rows] = np.where(sure, sm.threshold, gm.threshold)
-                h[rows] = np.where(sure, sm.hedge, gm.hedge)
-                screened[rows] = sure
+                p[rows] = np.where(skipped[rows] | read[rows], full_p[rows], np.nan)
+                continue
+            sm, gm = self.screen_model(lang), self.gate_model(lang)
+            ps = sm.probability(x[rows][:, :len(SCREEN_FEATURES)])
+            sure = sm.is_screened(ps, self.screen_band)
+            full_p[rows], full_t[rows] = gm.probability(x[rows]), gm.threshold
+            p[rows] = np.where(sure, ps, full_p[rows])
+            t[rows] = np.where(sure, sm.threshold, gm.threshold)
+            h[rows] = np.where(sure, sm.hedge, gm.hedge)
+            screened[rows] = sure
+        is_reader = np.isin(langs, [lang for lang in self.reader_models if lang in readable])
         confident, hedged = verdict_kinds(p, t, h)
         return Decisions(p, t, h, confident, hedged, screened, read,
-                         ~read & ~screened & np.isnan(x[:, -1]), full_p >= full_t)
+                         ~screened & ~skipped & np.isnan(x[:, -1]) & (read | ~is_reader),
+                         full_p >= full_t, skipped, is_reader & ~skipped & ~read)
 
-    def verdict(self, features: GateFeatures, lang: str,
-                reading: ReaderScores | None = None) -> GateVerdict | None:
-        """One question's verdict by :meth:`decisions`; None when the screen is not sure and
-        ``features.answer_cosine`` is None (embed the answer, then ask again).
+    def verdict(self, features: GateFeatures, lang: str, reading: ReaderScores | None = None,
+                can_read: bool = False) -> GateVerdict | None:
+        """One question's verdict by :meth:`decisions`; None while it needs more: the answer's
+        embedding (``features.answer_cosine`` None and the screen not sure) or, with
+        ``can_read`` (a reader reads ``lang``), the reader's scores (``reading`` None and the
+        reader model's ceiling over its hedge threshold). Embed or read, then ask again.
 
         Raises:
             ValueError: a signal is NaN or infinite (it would otherwise refuse without saying
@@ -379,29 +432,31 @@ class GateModels:
             np.append(features.vector(SCREEN_FEATURES), np.nan)
         described = features.describe()
         reader_x = None
-        if reading is not None and self.reads(lang):
+        if reading is not None:
             reader_x = reading.vector()[None, :]
             described += f"; {reading.describe()}"
         if not (np.isfinite(x[:-1]).all() and (reader_x is None or np.isfinite(reader_x).all())
                 and (features.answer_cosine is None or math.isfinite(x[-1]))):
             raise ValueError(f"gate signals are not all finite: {described}")
-        d = self.decisions([lang], x[None, :], reader_x)
-        if d.needs_cosine[0]:
+        d = self.decisions([lang], x[None, :], reader_x, [lang] if can_read else ())
+        if d.needs_cosine[0] or d.needs_reading[0]:
             return None
-        is_read = bool(d.read[0])
-        hedge = self.reader_models[lang].hedge_threshold if is_read else \
-            (self.screen_model(lang) if d.screened[0] else self.gate_model(lang)).hedge_threshold
+        is_read, is_skipped = bool(d.read[0]), bool(d.skipped[0])
+        model = self.reader_models[lang] if is_read or is_skipped else \
+            self.screen_model(lang) if d.screened[0] else self.gate_model(lang)
         return GateVerdict(bool(d.confident[0]), float(d.p[0]), float(d.threshold[0]), features,
-                           bool(d.screened[0]), bool(d.hedged[0]), hedge,
-                           reading if is_read else None)
+                           bool(d.screened[0]), bool(d.hedged[0]), model.hedge_threshold,
+                           reading if is_read else None, is_skipped)
 
 
 class Decisions(NamedTuple):
     """The gate's decisions on n rows (:meth:`GateModels.decisions`), each array (n,): the
     probability that decided and its two thresholds, confident / hedged (:func:`verdict_kinds`),
     ``screened`` (the screen decided alone), ``read`` (a reader model decided),
-    ``needs_cosine`` (neither: the full gate needs ``answer_cosine``, not computed), and
-    ``full_confident``, the confident verdict of the model that decides without the screen."""
+    ``needs_cosine`` (neither: the full gate needs ``answer_cosine``, not computed),
+    ``full_confident``, the confident verdict of the model that decides without the screen,
+    ``skipped`` (refused unread: the reader model's ceiling is under its hedge threshold) and
+    ``needs_reading`` (a reader model decides, its reader has not read yet)."""
 
     p: np.ndarray
     threshold: np.ndarray
@@ -412,6 +467,8 @@ class Decisions(NamedTuple):
     read: np.ndarray
     needs_cosine: np.ndarray
     full_confident: np.ndarray
+    skipped: np.ndarray
+    needs_reading: np.ndarray
 
 
 def _family(models: object, name: str, n_features: int) -> dict[str, LogisticModel]:

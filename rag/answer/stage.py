@@ -94,13 +94,22 @@ class AnswerStage:
         each recorded as its stage in ``trace``. ``vector`` is the query's float32 (dim,);
         ``hits`` non-empty, best first; ``floor`` the language's (the gate's ``over_floor``)."""
         selection = self.select(query, lang, hits, trace)
-        reading = None
+        reading = unread = None
         if self.reads(lang):
-            selection, reading = self.read_stage(query, lang, selection, trace)
+            unread = self.gate.verdict(gate_features(hits, selection, floor, None, style), lang,
+                                       can_read=True)
+            if unread is None:
+                selection, reading = self.read_stage(query, lang, selection, trace)
+            else:  # whatever the reader says, the gate refuses: not read (issue 42)
+                trace.add("reader", "skipped", f"not read: the gate's probability is at most "
+                                               f"{unread.probability:.3f} whatever the reader "
+                                               f"reads, under the hedge threshold "
+                                               f"{unread.hedge_threshold:.3f}")
         if self.gate is None:
             return Answering(selection, reading)
         with trace.timed("answerability_gate") as stage:
-            verdict = self.verdict(query, lang, vector, hits, floor, selection, reading, style)
+            verdict = unread or self.verdict(query, lang, vector, hits, floor, selection, reading,
+                                             style)
             stage.decision, stage.detail = verdict.decision, verdict.detail
         return Answering(selection, reading, verdict)
 
@@ -156,7 +165,8 @@ class AnswerStage:
         verdict = None if reading is not None else self.gate.verdict(features, lang)
         if verdict is None:
             cosine = self.answer_cosine(vector, selection)
-            verdict = self.gate.verdict(replace(features, answer_cosine=cosine), lang, reading)
+            verdict = self.gate.verdict(replace(features, answer_cosine=cosine), lang, reading,
+                                        can_read=reading is not None)
         return verdict
 
     def answer_cosine(self, query_vector: np.ndarray, selection: Selection | None) -> float:
