@@ -205,6 +205,32 @@ async def test_sigkill_one_replica_of_each_mid_burst_answers_every_question_once
     holders = {h for (h,) in query_rows(pg_url, "SELECT DISTINCT claimed_by FROM inbox")}
     assert len(holders) >= 4, holders  # answered by several replicas of each kind
     assert "Traceback" not in logs
+    await assert_the_dashboard_reads_what_the_replicas_wrote(pg_url)
+
+
+async def assert_the_dashboard_reads_what_the_replicas_wrote(pg_url: str) -> None:
+    """Issue 43: the operator's dashboard and ``/metrics`` over the PostgreSQL database the
+    replicas just wrote: every decision counted once, by channel and status, as the database
+    has them, and the questions page lists them."""
+    from aiohttp.test_utils import TestClient, TestServer
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from bot.dashboard import DashboardSettings, create_app
+
+    by_key = {(channel, status): n for channel, status, n in query_rows(
+        pg_url, "SELECT channel, status, COUNT(*) FROM decisions GROUP BY channel, status")}
+    app = create_app(DashboardSettings(database_url=pg_url, index_dir=Path("no-such-index")))
+    async with TestClient(TestServer(app, host="127.0.0.1")) as http:
+        metrics = await (await http.get("/metrics")).text()
+        page = await http.get("/")
+        assert page.status == 200
+    counted: dict[tuple[str, str], float] = {}
+    for family in text_string_to_metric_families(metrics):
+        for sample in family.samples:
+            if sample.name == "voice_rag_questions_total":
+                key = (sample.labels["channel"], sample.labels["status"])
+                counted[key] = counted.get(key, 0) + sample.value
+    assert counted == by_key and sum(by_key.values()) > 0
 
 
 GRACE_S = 30.0
