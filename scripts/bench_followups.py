@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rag.embedding_cache import EmbeddingCache  # noqa: E402
+from rag.followup import previous_turn  # noqa: E402
 from rag.pipeline import Pipeline  # noqa: E402
 from rag.settings import RagSettings  # noqa: E402
 from rag.types import Result, Turn  # noqa: E402
@@ -52,11 +53,12 @@ def measure(pipeline: Pipeline, rows: list[dict], rounds: int) -> dict[str, list
         for k, row in enumerate(rows):
             turn = turn_of(pipeline.ask(row["first"]["question"]))
             sides = ("alone", "after") if (k + r) % 2 else ("after", "alone")
-            kept = pipeline.embeddings.get(("query", turn.question))
+            key = ("query", previous_turn(turn).question)  # as it was embedded when asked
+            kept = pipeline.embeddings.get(key)
             for side in sides:
                 pipeline.embeddings = EmbeddingCache()
                 if kept is not None:
-                    pipeline.embeddings.put(("query", turn.question), kept)
+                    pipeline.embeddings.put(key, kept)
                 start = time.perf_counter()
                 result = pipeline.ask(row["question"], after=turn if side == "after" else None)
                 out[side].append((time.perf_counter() - start) * 1000)
