@@ -186,38 +186,8 @@ class PassageIndex:
                 f"index at {index_dir} has format version {meta.version}, this code reads "
                 f"{INDEX_VERSION}: rebuild it with `python -m ragtools build-index`"
             )
-        if encoder_name is not None and encoder_name != meta.encoder:
-            raise EncoderMismatchError(
-                f"index at {index_dir} was built with encoder {meta.encoder!r}, loaded with "
-                f"{encoder_name!r}: rebuild it with `python -m ragtools build-index` or set "
-                "VOICE_RAG_ENCODER to the encoder that built it"
-            )
-        if encoder_dim is not None and encoder_dim != meta.dim:
-            raise EncoderMismatchError(
-                f"index at {index_dir} holds vectors of dimension {meta.dim} (meta.json, encoder "
-                f"{meta.encoder!r}), the configured encoder gives {encoder_dim}: "
-                f"{_rebuild(index_dir)}"
-            )
-        if text_scheme is not None and text_scheme != meta.text_scheme:
-            built = ("records no text scheme" if meta.text_scheme is None
-                     else f"embedded its passages under {_scheme(meta.text_scheme)}")
-            raise EncoderMismatchError(
-                f"index at {index_dir} {built} (meta.json), the encoder reads queries under "
-                f"{_scheme(text_scheme)}: query and passage vectors would not compare; "
-                f"{_rebuild(index_dir)}")
-        graphs = {}
-        for lang in GRAPHS:
-            path = index_dir / f"index-{lang}.usearch"
-            if not path.is_file():
-                raise IndexNotFoundError(f"{path} is missing: {_rebuild(index_dir)}")
-            graph = _restore_graph(path, meta, view)
-            expected = sum(meta.n_passages.values()) if lang == ALL else meta.n_passages.get(lang)
-            if expected is not None and len(graph) != expected:
-                raise IndexCorruptError(
-                    f"{path} holds {len(graph)} vectors, meta.json says {expected}: "
-                    f"{_rebuild(index_dir)}")
-            graph.expansion_search = meta.search.expansion_search
-            graphs[lang] = graph
+        _check_encoder(index_dir, meta, encoder_name, encoder_dim, text_scheme)
+        graphs = {lang: _load_graph(index_dir, lang, meta, view) for lang in GRAPHS}
         passages_path = index_dir / "passages.jsonl"
         if not passages_path.is_file():
             raise IndexNotFoundError(f"{passages_path} is missing: {_rebuild(index_dir)}")
@@ -276,3 +246,50 @@ class PassageIndex:
         got = self.graphs[ALL].get(np.asarray(labels, dtype=np.uint64))
         vectors = np.asarray(got, dtype=np.float32).reshape(len(labels), -1)
         return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+
+def _check_encoder(index_dir: Path, meta: IndexMeta, encoder_name: str | None,
+                   encoder_dim: int | None, text_scheme: dict | None) -> None:
+    """The index at ``index_dir`` (its ``meta``) was built by the query encoder named, of that
+    dimension and text scheme (each checked when given).
+
+    Raises:
+        EncoderMismatchError: one of them differs (see :meth:`PassageIndex.load`).
+    """
+    if encoder_name is not None and encoder_name != meta.encoder:
+        raise EncoderMismatchError(
+            f"index at {index_dir} was built with encoder {meta.encoder!r}, loaded with "
+            f"{encoder_name!r}: rebuild it with `python -m ragtools build-index` or set "
+            "VOICE_RAG_ENCODER to the encoder that built it"
+        )
+    if encoder_dim is not None and encoder_dim != meta.dim:
+        raise EncoderMismatchError(
+            f"index at {index_dir} holds vectors of dimension {meta.dim} (meta.json, encoder "
+            f"{meta.encoder!r}), the configured encoder gives {encoder_dim}: "
+            f"{_rebuild(index_dir)}"
+        )
+    if text_scheme is not None and text_scheme != meta.text_scheme:
+        built = ("records no text scheme" if meta.text_scheme is None
+                 else f"embedded its passages under {_scheme(meta.text_scheme)}")
+        raise EncoderMismatchError(
+            f"index at {index_dir} {built} (meta.json), the encoder reads queries under "
+            f"{_scheme(text_scheme)}: query and passage vectors would not compare; "
+            f"{_rebuild(index_dir)}")
+
+
+def _load_graph(index_dir: Path, lang: str, meta: IndexMeta, view: bool):
+    """The usearch graph of ``lang`` (or ``ALL``) in ``index_dir``, checked against ``meta``.
+
+    Raises:
+        IndexNotFoundError, IndexCorruptError: see :meth:`PassageIndex.load`.
+    """
+    path = index_dir / f"index-{lang}.usearch"
+    if not path.is_file():
+        raise IndexNotFoundError(f"{path} is missing: {_rebuild(index_dir)}")
+    graph = _restore_graph(path, meta, view)
+    expected = sum(meta.n_passages.values()) if lang == ALL else meta.n_passages.get(lang)
+    if expected is not None and len(graph) != expected:
+        raise IndexCorruptError(
+            f"{path} holds {len(graph)} vectors, meta.json says {expected}: "
+            f"{_rebuild(index_dir)}")
+    graph.expansion_search = meta.search.expansion_search
+    return graph

@@ -302,6 +302,32 @@ def _weighted_share(weights: dict[str, float], matched: set[str]) -> float:
     return sum(w for t, w in weights.items() if t in matched) / total
 
 
+class _Question(NamedTuple):
+    """What :func:`candidate_features` reads of the question once: its content words, their
+    matcher and IDF weights, their bigrams and trigrams, the kind of fact asked, and the
+    language's stopwords."""
+
+    tokens: set[str]
+    matcher: TokenMatcher
+    weights: dict[str, float]
+    bigrams: set[tuple[str, str]]
+    trigrams: set[str]
+    asked: str
+    asks_name: bool
+    asks_definition: bool
+    stops: frozenset[str]
+
+    @classmethod
+    def of(cls, query: str, lang: str, idf: Idf) -> _Question:
+        content = content_tokens(query, lang)
+        tokens = set(content)
+        asked = asked_kind(query)
+        return cls(tokens, TokenMatcher(tokens), {t: idf(lang, t) for t in tokens},
+                   _bigrams(content), _trigrams(tokens), asked,
+                   asked == "other" and bool(_ASKS_NAME.search(query)),
+                   bool(_ASKS_DEFINITION.search(query)), STOPWORDS.get(lang, frozenset()))
+
+
 def candidate_features(
     query: str, lang: str, hits: Sequence[Hit], in_language: Callable[[Hit], Passage], idf: Idf
 ) -> list[Candidate]:
@@ -311,17 +337,8 @@ def candidate_features(
     when there is one, else the hit's own passage. A passage reached twice (a hit and another
     hit's sibling) is read once, at its better rank.
     """
-    query_content = content_tokens(query, lang)
-    tokens = set(query_content)
-    matcher = TokenMatcher(tokens)
-    weights = {t: idf(lang, t) for t in tokens}
-    query_bigrams = _bigrams(query_content)
-    query_trigrams = _trigrams(tokens)
-    asked = asked_kind(query)
-    asks_name = asked == "other" and bool(_ASKS_NAME.search(query))
-    asks_definition = bool(_ASKS_DEFINITION.search(query))
+    q = _Question.of(query, lang, idf)
     top_score = hits[0].score if hits else 0.0
-    stops = STOPWORDS.get(lang, frozenset())
     seen: set[str] = set()
     rows: list[tuple[str, Passage, Hit, int, int, int, SelectionFeatures]] = []
     for rank, hit in enumerate(hits):
@@ -329,53 +346,15 @@ def candidate_features(
         if source.id in seen:
             continue
         seen.add(source.id)
-        passage_share = _weighted_share(weights, matcher.matched(tokenize(source.text)))
+        passage_share = _weighted_share(q.weights, q.matcher.matched(tokenize(source.text)))
         sentences = sentences_of(source.text)
         token_lists = [tokenize(sentence) for sentence in sentences]
-        matched = [matcher.matched(sentence_tokens) for sentence_tokens in token_lists]
-        previous: set[str] = set()  # the question's tokens matched by the sentence before
-        for i, (sentence, sentence_tokens) in enumerate(zip(sentences, token_lists, strict=True)):
-            following = matched[i + 1] if i + 1 < len(sentences) else set()
-            content = [w for w in sentence_tokens if w not in stops]
-            novel = [w for w in content if not matcher.of_word(w)]
-            has_number = bool(_NUMBER.search(sentence))
-            has_date = asked == "date" and bool(_DATE.search(sentence))  # read only then
-            trigrams = _trigrams(set(content))
-            dice = 2 * len(trigrams & query_trigrams) / max(len(trigrams) + len(query_trigrams), 1)
-            novel_set = set(novel)
-            named = asks_name and any(
-                w[:1].isupper() and w.lower().strip(".,;:!?()\"'") in novel_set
-                for w in sentence.split()
-            )
-            features = SelectionFeatures(
-                hit_score=float(hit.score),
-                hit_gap=float(top_score - hit.score),
-                hit_rank=float(rank),
-                idf_coverage=_weighted_share(weights, matched[i]),
-                coverage=len(matched[i]) / len(tokens) if tokens else 0.0,
-                passage_idf_coverage=passage_share,
-                novel_share=len(novel_set) / max(len(set(content)), 1),
-                log_chars=math.log(len(sentence) + 1),
-                is_first=float(i == 0),
-                position=i / max(len(sentences) - 1, 1),
-                asks_number_has=float(asked == "number" and has_number),
-                asks_number_missing=float(asked == "number" and not has_number),
-                asks_date_has=float(asked == "date" and has_date),
-                asks_date_missing=float(asked == "date" and not has_date),
-                has_number=float(has_number),
-                same_language=float(source.lang == lang),
-                window_idf_coverage=_weighted_share(weights, matched[i] | previous),
-                bigram_share=len(query_bigrams & _bigrams(content)) / max(len(query_bigrams), 1),
-                trigram_dice=dice,
-                asks_name_has=float(named),
-                next_idf_coverage=_weighted_share(weights, following),
-                asks_definition_has=float(asks_definition and bool(_DEFINITION.search(sentence))),
-                idf_coverage_gap=0.0,  # the three gaps: set below, once every candidate is known
-                window_gap=0.0,
-                trigram_gap=0.0,
-            )
+        matched = [q.matcher.matched(sentence_tokens) for sentence_tokens in token_lists]
+        for i, sentence in enumerate(sentences):
+            features = _sentence_features(
+                q, sentence, token_lists[i], matched, i, float(hit.score), top_score, rank,
+                passage_share, source.lang == lang)
             rows.append((sentence, source, hit, rank, i, len(sentences), features))
-            previous = matched[i]
     if not rows:
         return []
     # Per-question relative signals: how far each candidate is behind the best one.
@@ -390,6 +369,52 @@ def candidate_features(
         ))
         for text, source, hit, rank, i, n, f in rows
     ]
+
+
+def _sentence_features(q: _Question, sentence: str, sentence_tokens: list[str],
+                       matched: list[set[str]], i: int, hit_score: float, top_score: float,
+                       rank: int, passage_share: float, is_same_language: bool
+                       ) -> SelectionFeatures:
+    """The :class:`SelectionFeatures` of sentence ``i`` of a passage (``matched``: the
+    question's tokens each of its sentences holds), the three gaps left at 0 (set once every
+    candidate is known)."""
+    previous = matched[i - 1] if i > 0 else set()  # the question's tokens the one before holds
+    following = matched[i + 1] if i + 1 < len(matched) else set()
+    content = [w for w in sentence_tokens if w not in q.stops]
+    novel_set = {w for w in content if not q.matcher.of_word(w)}
+    has_number = bool(_NUMBER.search(sentence))
+    has_date = q.asked == "date" and bool(_DATE.search(sentence))  # read only then
+    trigrams = _trigrams(set(content))
+    dice = 2 * len(trigrams & q.trigrams) / max(len(trigrams) + len(q.trigrams), 1)
+    named = q.asks_name and any(w[:1].isupper() and w.lower().strip(".,;:!?()\"'") in novel_set
+                                for w in sentence.split())
+    return SelectionFeatures(
+        hit_score=hit_score,
+        hit_gap=float(top_score - hit_score),
+        hit_rank=float(rank),
+        idf_coverage=_weighted_share(q.weights, matched[i]),
+        coverage=len(matched[i]) / len(q.tokens) if q.tokens else 0.0,
+        passage_idf_coverage=passage_share,
+        novel_share=len(novel_set) / max(len(set(content)), 1),
+        log_chars=math.log(len(sentence) + 1),
+        is_first=float(i == 0),
+        position=i / max(len(matched) - 1, 1),
+        asks_number_has=float(q.asked == "number" and has_number),
+        asks_number_missing=float(q.asked == "number" and not has_number),
+        asks_date_has=float(q.asked == "date" and has_date),
+        asks_date_missing=float(q.asked == "date" and not has_date),
+        has_number=float(has_number),
+        same_language=float(is_same_language),
+        window_idf_coverage=_weighted_share(q.weights, matched[i] | previous),
+        bigram_share=len(q.bigrams & _bigrams(content)) / max(len(q.bigrams), 1),
+        trigram_dice=dice,
+        asks_name_has=float(named),
+        next_idf_coverage=_weighted_share(q.weights, following),
+        asks_definition_has=float(q.asks_definition and bool(_DEFINITION.search(sentence))),
+        idf_coverage_gap=0.0,
+        window_gap=0.0,
+        trigram_gap=0.0,
+    )
 
 
 @dataclass(frozen=True, slots=True)
