@@ -24,8 +24,12 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from typing import TYPE_CHECKING
 
 from rag.text import STOPWORDS
+
+if TYPE_CHECKING:
+    from rag.lexicon import HindiLexicon
 
 LEXICON: dict[str, str] = {
     # grammar words
@@ -123,10 +127,18 @@ def is_romanized_hindi(text: str) -> bool:
     return len(markers) >= 2 and len(set(markers)) >= 2 and len(markers) > len(english)
 
 
-def to_devanagari(text: str) -> str:
-    """``text`` with each Latin word found in :data:`LEXICON` (any case) in Devanagari; every
-    other character as typed: "xbox 360 ki keemat kitni hai" -> "xbox 360 की कीमत कितनी है"."""
-    return "".join(LEXICON.get(piece.lower(), piece) for piece in _LATIN_WORD.findall(text))
+def to_devanagari(text: str, lexicon: HindiLexicon | None = None) -> str:
+    """``text`` with each Latin word found in :data:`LEXICON` (any case) in Devanagari, else
+    in the corpus's spelling (:meth:`HindiLexicon.devanagari` of ``lexicon``, the shipped
+    ``rag/hindi_lexicon.json`` when None; an empty ``HindiLexicon()`` reads the hand list
+    alone); every other character as typed: "xbox 360 ki keemat kitni hai" -> "xbox 360 की
+    कीमत कितनी है", "gehu ka aata" -> "गेहूं का आटा"."""
+    if lexicon is None:
+        from rag.lexicon import load_lexicon
+
+        lexicon = load_lexicon()
+    return "".join(LEXICON.get(piece.lower()) or lexicon.devanagari(piece) or piece
+                   for piece in _LATIN_WORD.findall(text))
 
 
 # ---- the other way: an Indic reply in Latin letters, as people write Hindi in chat
@@ -152,22 +164,38 @@ for ड़; the nasal sign ``M`` is handled apart (:func:`_nasal`)."""
 _NASAL = re.compile(r"eM\b|M(?=[pbm])|M")
 
 
-def to_latin(text: str) -> str:
+def to_latin(text: str, lexicon: HindiLexicon | None = None) -> str:
     """``text`` with its Devanagari, Gujarati and Telugu words in Latin letters as people type
-    them in chat ("चाय में कैफीन कितना होता है" -> "chay mein kaiphin kitna hota hai"): each
-    word transliterated by ``indic_transliteration`` (ITRANS), after the schwa that Hindi and
+    them in chat ("चाय में कैफीन कितना होता है" -> "chay mein kaiphin kitna hota hai"): an
+    English word the Hindi passages spell in Devanagari as English spells it ("गेम" -> "game",
+    "पील्ड" -> "peeled": :meth:`HindiLexicon.latin`, the shipped corpus lexicon when
+    ``lexicon`` is None), every other word transliterated by ``indic_transliteration`` (ITRANS;
+    the candra vowels of English loanwords, "ऑ" in "डॉक्टर", read as o and e), after the
+    schwa that Hindi and
     Gujarati speech drop is marked dropped (:func:`_drop_schwas`), then lower-cased, vowel
     length and retroflex capitals unmarked (:data:`_ITRANS_TO_CHAT`), the nasal sign written
     "n" ("mein", "hain", "nahin"; "m" before p/b/m), dandas as full stops. Everything else
     (Latin words, digits, punctuation, emoji) is left as it is. Readable, not reversible: "ee"
     and "aa" are not told from "i" and "a", as most people do not when typing Hindi."""
-    return _INDIC_RUN.sub(_romanise_run, text.replace("॥", ".").replace("।", "."))
+    if lexicon is None:
+        from rag.lexicon import load_lexicon
+
+        lexicon = load_lexicon()
+    english = lexicon.english
+    return _INDIC_RUN.sub(lambda m: english.get(m.group(0)) or _romanise_run(m),
+                          text.replace("॥", ".").replace("।", "."))
+
+
+_CANDRA = str.maketrans({"\u0949": "\u094b", "\u0911": "\u0913", "\u0945": "\u0947",
+                         "\u090d": "\u090f"})
+"""Candra o and e (ॉ ऑ ॅ ऍ, the vowels of "doctor" and "bat" in English loanwords), which
+ITRANS leaves in Devanagari, as o and e (ो ओ े ए)."""
 
 
 def _romanise_run(match: re.Match) -> str:
     from indic_transliteration import sanscript  # imported on first use: ~0.2 s
 
-    word = match.group(0)
+    word = match.group(0).translate(_CANDRA)
     lang = next(lang for lang, (lo, hi) in _BLOCKS.items() if lo <= word[0] <= hi)
     if lang in _DELETES_SCHWA:
         word = _drop_schwas(word, _VIRAMA[lang])
