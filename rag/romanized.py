@@ -24,12 +24,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import TYPE_CHECKING
 
+from rag.lexicon import HindiLexicon, load_lexicon
 from rag.text import STOPWORDS
-
-if TYPE_CHECKING:
-    from rag.lexicon import HindiLexicon
 
 LEXICON: dict[str, str] = {
     # grammar words
@@ -133,10 +130,7 @@ def to_devanagari(text: str, lexicon: HindiLexicon | None = None) -> str:
     ``rag/hindi_lexicon.json`` when None; an empty ``HindiLexicon()`` reads the hand list
     alone); every other character as typed: "xbox 360 ki keemat kitni hai" -> "xbox 360 की
     कीमत कितनी है", "gehu ka aata" -> "गेहूं का आटा"."""
-    if lexicon is None:
-        from rag.lexicon import load_lexicon
-
-        lexicon = load_lexicon()
+    lexicon = load_lexicon() if lexicon is None else lexicon
     return "".join(LEXICON.get(piece.lower()) or lexicon.devanagari(piece) or piece
                    for piece in _LATIN_WORD.findall(text))
 
@@ -177,11 +171,7 @@ def to_latin(text: str, lexicon: HindiLexicon | None = None) -> str:
     "n" ("mein", "hain", "nahin"; "m" before p/b/m), dandas as full stops. Everything else
     (Latin words, digits, punctuation, emoji) is left as it is. Readable, not reversible: "ee"
     and "aa" are not told from "i" and "a", as most people do not when typing Hindi."""
-    if lexicon is None:
-        from rag.lexicon import load_lexicon
-
-        lexicon = load_lexicon()
-    english = lexicon.english
+    english = (load_lexicon() if lexicon is None else lexicon).english
     return _INDIC_RUN.sub(lambda m: english.get(m.group(0)) or _romanise_run(m),
                           text.replace("॥", ".").replace("।", "."))
 

@@ -116,11 +116,12 @@ def _cmd_build_reader(args: argparse.Namespace, settings: RagSettings) -> int:
 
 
 def _cmd_build_lexicon(args: argparse.Namespace, settings: RagSettings) -> int:
-    from rag.lexicon import LEXICON_PATH, HindiLexicon
+    from rag.lexicon import LEXICON_PATH
     from rag.settings import SHARED_SAMPLE
+    from ragtools.lexicon_build import build_lexicon
 
     corpus = Path(args.corpus) if args.corpus else SHARED_SAMPLE
-    lexicon = HindiLexicon.build(read_passages(corpus), source=corpus.name)
+    lexicon = build_lexicon(read_passages(corpus), source=corpus.name)
     out = Path(args.out) if args.out else LEXICON_PATH
     lexicon.write(out)
     print(f"Hindi lexicon written to {out}: {len(lexicon.native)} spellings, "
