@@ -1,7 +1,8 @@
 """Hindi found as people ask it (issue 42, item 2): each lever on and off, per question style.
 
-    python scripts/measure_hindi.py --index <index> [--json docs/hindi_levers.json]
-        [--plot docs/img/hindi_levers.png] [--delivered]
+    python scripts/measure_hindi.py --index <index> [--variants NAME ...]
+        [--json docs/hindi_levers.json] [--plot docs/img/hindi_levers.png]
+        [--delivered baseline "lexicon + leading"] [--shortlist "lexicon + leading"]
 
 Questions: the Hindi training questions (``eval/training/hi_*.jsonl``: answerable ones with their
 verbatim span, near-misses), styles typed, spoken, code_mixed, latin, and the shared sample's
@@ -10,10 +11,11 @@ read and searched as the pipeline does (``Pipeline.prepare``: language auto-dete
 hybrid retrieval per ``rag/fusion.json``), with the levers of a variant (:data:`VARIANTS`) on:
 
 - ``lexicon``: Latin-letter Hindi read with the corpus lexicon (``rag/lexicon.py``) after the
-  hand list; ``leading``: leading spoken fillers ("अच्छा", "मतलब", "हां तो") removed;
+  hand list; ``leading``: leading spoken fillers ("अच्छा", "मतलब", "हां") removed;
   ``both_scripts``: BM25 over the Devanagari spelling of a question's Latin words too;
 - ``stem``: BM25 terms of Hindi passages and questions stemmed (Snowball's Hindi stemmer,
-  PyStemmer), a BM25 index built here over the same passages;
+  PyStemmer: ``pip install PyStemmer``, not a project dependency), a BM25 index built here over
+  the same passages;
 - ``english``: BM25 over the English passages with the question's English words (its Latin
   words, and the English spelling of its Devanagari loanwords), each English passage's score
   given to its Hindi sibling beside the Hindi BM25.
@@ -23,9 +25,10 @@ span among the top 5 hits read in Hindi (%), the span in the shipped selector's 
 candidates with the floor passed (%: what the reader reads), and in its top k for larger k
 (the shortlist lever); over near-misses and off-corpus questions the share that clears the
 floor. The selector is the shipped one (``rag/selector_model.json``, fitted on these questions:
-in-sample, the same for every variant). ``--delivered`` also runs the whole pipeline (the
-shipped gate and readers) for the baseline and the kept variant: the share whose confident or
-hedged text holds the span.
+in-sample, the same for every variant). ``--shortlist VARIANT`` has the student reader read the
+selector's top k (:data:`SHORTLIST_KS`) and re-pick (:func:`shortlist`; ~40 min on 2 busy
+cores); ``--delivered VARIANT ...`` runs the whole pipeline (the shipped gate and readers, not
+refitted; ~20 min a variant): the share whose confident or hedged text holds the span.
 """
 
 from __future__ import annotations
@@ -262,8 +265,8 @@ def delivered(pipeline: Pipeline, questions: list[Question], levers: Levers,
     (``Pipeline.ask``: the shipped selector, student reader and gate, not refitted) with
     ``levers``' reading of the question (``lexicon``, ``leading``; the BM25 levers are not
     wired into the pipeline): ``delivered``, the share of answerable questions whose confident
-    or hedged answer holds the span; ``confident_wrong``, confident without it; ``answered``,
-    the share of near-misses and off-corpus questions answered either way."""
+    or hedged answer holds the span; ``confident``, ``confident_wrong`` (without the span);
+    ``answered``, either way (for near-misses, also per style: ``near_miss:<style>``)."""
     import rag.answer.signals as signals
     import rag.pipeline as pipeline_module
 
@@ -284,10 +287,12 @@ def delivered(pipeline: Pipeline, questions: list[Question], levers: Levers,
             result = pipeline.ask(q.text)
             answered = result.status in (Status.ANSWERED, Status.HEDGED)
             holds = answered and q.answer and q.answer in (result.answer or "")
-            for style in (q.style, "all") if q.kind == "answerable" else (q.kind,):
+            keys = (q.style, "all") if q.kind == "answerable" else (q.kind, f"{q.kind}:{q.style}")
+            for style in dict.fromkeys(keys):
                 c = counts[style]
                 c["n"] += 1
                 c["delivered"] += bool(holds)
+                c["confident"] += result.status == Status.ANSWERED
                 c["confident_wrong"] += result.status == Status.ANSWERED and not holds
                 c["answered"] += answered
     finally:
@@ -413,6 +418,9 @@ def plot(results: dict, out: Path) -> None:
         ax.set_xticks(x, [*STYLES, "all"], rotation=20)
         ax.set_title(label, fontsize=9)
         ax.grid(axis="y", alpha=0.3)
+        if key != "floor_refused":  # shares near the top: the differences, not the whole bar
+            low = min(100 * results[n][s][key] for n in names for s in (*STYLES, "all"))
+            ax.set_ylim(max(0, 10 * (low // 10) - 10), 100)
     axes[0].set_ylabel("% of answerable Hindi training questions")
     axes[0].legend(fontsize=7)
     if "shortlist" in results:
