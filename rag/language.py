@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import unicodedata
 
+from rag.lexicon import HindiLexicon
 from rag.romanized import is_romanized_hindi, to_devanagari
 from rag.text import STOPWORDS, strip_fillers, tokenize
 from rag.types import LANGUAGES, LanguageBasis
@@ -118,13 +119,16 @@ def script_language(text: str) -> str | None:
     return "en" if letters and 2 * n_latin >= len(letters) else None
 
 
-def read_language(text: str, lang: str | None = None,
-                  hint_lang: str | None = None) -> LanguageBasis:
+def read_language(text: str, lang: str | None = None, hint_lang: str | None = None, *,
+                  lexicon: HindiLexicon | None = None, leading: bool = True) -> LanguageBasis:
     """The :class:`~rag.types.LanguageBasis` of the question ``text``: ``lang`` when given
     (explicit), else ``hint_lang`` (speech-to-text's), else the script's
     (:func:`detect_language`); Hindi in Latin letters is read in Devanagari
-    (:func:`rag.romanized.to_devanagari`), then spoken fillers are removed
-    (:func:`rag.text.strip_fillers`).
+    (:func:`rag.romanized.to_devanagari`: the hand list, then ``lexicon``, the corpus lexicon
+    shipped in ``rag/hindi_lexicon.json`` when None), then spoken fillers are removed
+    (:func:`rag.text.strip_fillers`; ``leading``: also those that only open a question).
+    ``HindiLexicon()`` and ``leading=False`` read it as before issue 42 (the measurement's
+    baseline, scripts/measure_hindi.py).
 
     Raises:
         ValueError: the language is not one of :data:`LANGUAGES`.
@@ -138,7 +142,8 @@ def read_language(text: str, lang: str | None = None,
         query_lang, source, tied = detect_language(text), "script", script_tie(text)
     if query_lang not in LANGUAGES:
         raise ValueError(f"language {query_lang!r} not in {LANGUAGES}")
-    read_as = to_devanagari(text) if query_lang == "hi" and is_romanized_hindi(text) else ""
-    spoken = strip_fillers(read_as or text, query_lang)
+    read_as = (to_devanagari(text, lexicon) if query_lang == "hi" and is_romanized_hindi(text)
+               else "")
+    spoken = strip_fillers(read_as or text, query_lang, leading)
     return LanguageBasis(query_lang, source, script_language(text), read_as,
                          spoken if spoken != text else "", spoken != (read_as or text), tied)

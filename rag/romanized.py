@@ -17,7 +17,9 @@ than for the Latin text as typed, or searching the English passages and showing 
 siblings, and most often with this lexicon (a one-off probe, in-sample: the lexicon and the
 markers were written from these questions' words). The markers tell the test set's
 Latin-script rewrites from its English questions. The figures: docs/benchmarks.md, "Figures
-behind the code's constants".
+behind the code's constants". Words the hand list lacks are read with the corpus's own
+(:mod:`rag.lexicon`, issue 42; what that changes: docs/benchmarks.md, "Hindi found as people
+ask it").
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from rag.lexicon import HindiLexicon, load_lexicon
 from rag.text import STOPWORDS
 
 LEXICON: dict[str, str] = {
@@ -123,10 +126,15 @@ def is_romanized_hindi(text: str) -> bool:
     return len(markers) >= 2 and len(set(markers)) >= 2 and len(markers) > len(english)
 
 
-def to_devanagari(text: str) -> str:
-    """``text`` with each Latin word found in :data:`LEXICON` (any case) in Devanagari; every
-    other character as typed: "xbox 360 ki keemat kitni hai" -> "xbox 360 की कीमत कितनी है"."""
-    return "".join(LEXICON.get(piece.lower(), piece) for piece in _LATIN_WORD.findall(text))
+def to_devanagari(text: str, lexicon: HindiLexicon | None = None) -> str:
+    """``text`` with each Latin word found in :data:`LEXICON` (any case) in Devanagari, else
+    in the corpus's spelling (:meth:`HindiLexicon.devanagari` of ``lexicon``, the shipped
+    ``rag/hindi_lexicon.json`` when None; an empty ``HindiLexicon()`` reads the hand list
+    alone); every other character as typed: "xbox 360 ki keemat kitni hai" -> "xbox 360 की
+    कीमत कितनी है", "gehu ka aata" -> "गेहूं का आटा"."""
+    lexicon = load_lexicon() if lexicon is None else lexicon
+    return "".join(LEXICON.get(piece.lower()) or lexicon.devanagari(piece) or piece
+                   for piece in _LATIN_WORD.findall(text))
 
 
 # ---- the other way: an Indic reply in Latin letters, as people write Hindi in chat
@@ -152,16 +160,28 @@ for ड़; the nasal sign ``M`` is handled apart (:func:`_nasal`)."""
 _NASAL = re.compile(r"eM\b|M(?=[pbm])|M")
 
 
-def to_latin(text: str) -> str:
+def to_latin(text: str, lexicon: HindiLexicon | None = None) -> str:
     """``text`` with its Devanagari, Gujarati and Telugu words in Latin letters as people type
-    them in chat ("चाय में कैफीन कितना होता है" -> "chay mein kaiphin kitna hota hai"): each
-    word transliterated by ``indic_transliteration`` (ITRANS), after the schwa that Hindi and
+    them in chat ("चाय में कैफीन कितना होता है" -> "chay mein kaiphin kitna hota hai"): an
+    English word the Hindi passages spell in Devanagari as English spells it ("गेम" -> "game",
+    "पील्ड" -> "peeled": :meth:`HindiLexicon.latin`, the shipped corpus lexicon when
+    ``lexicon`` is None), every other word transliterated by ``indic_transliteration`` (ITRANS;
+    the candra vowels of English loanwords, "ऑ" in "डॉक्टर", read as o and e), after the
+    schwa that Hindi and
     Gujarati speech drop is marked dropped (:func:`_drop_schwas`), then lower-cased, vowel
     length and retroflex capitals unmarked (:data:`_ITRANS_TO_CHAT`), the nasal sign written
     "n" ("mein", "hain", "nahin"; "m" before p/b/m), dandas as full stops. Everything else
     (Latin words, digits, punctuation, emoji) is left as it is. Readable, not reversible: "ee"
     and "aa" are not told from "i" and "a", as most people do not when typing Hindi."""
-    return _INDIC_RUN.sub(_romanise_run, text.replace("॥", ".").replace("।", "."))
+    english = (load_lexicon() if lexicon is None else lexicon).english
+    return _INDIC_RUN.sub(lambda m: english.get(m.group(0)) or _romanise_run(m),
+                          text.replace("॥", ".").replace("।", "."))
+
+
+_CANDRA = str.maketrans({"\u0949": "\u094b", "\u0911": "\u0913", "\u0945": "\u0947",
+                         "\u090d": "\u090f"})
+"""Candra o and e (ॉ ऑ ॅ ऍ, the vowels of "doctor" and "bat" in English loanwords), which
+ITRANS leaves in Devanagari, as o and e (ो ओ े ए)."""
 
 
 def _romanise_run(match: re.Match) -> str:
@@ -169,7 +189,7 @@ def _romanise_run(match: re.Match) -> str:
     # constants")
     from indic_transliteration import sanscript
 
-    word = match.group(0)
+    word = match.group(0).translate(_CANDRA)
     lang = next(lang for lang, (lo, hi) in _BLOCKS.items() if lo <= word[0] <= hi)
     if lang in _DELETES_SCHWA:
         word = _drop_schwas(word, _VIRAMA[lang])

