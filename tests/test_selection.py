@@ -183,7 +183,11 @@ refitted with the multilingual student reading hi/gu/te (issue 32: answers uncha
 feature row unchanged; the Hindi cucumber question's second and third candidates swapped
 places), and again when both were refitted with the re-pick and the hedge rule that counts the
 dataset's not-in-corpus queries in the band (issue 32: answers and feature rows unchanged; the
-Hindi cucumber question's second and third candidates, 0.426 and 0.423, swapped back). So the
+Hindi cucumber question's second and third candidates, 0.426 and 0.423, swapped back), and
+again when both were refitted with the near-corpus negatives, the follow-up pairs and the answer
+passage's coverage (issue 42: answers unchanged; the Xbox and Coal Miner's Daughter questions'
+close candidates swapped places, and the Gujarati eagle question's third candidate is now
+another, as its third and fourth swapped). So the
 features guard the code; the probabilities guard the shipped model files against drift, not a
 refit's correctness (scripts/fit_answering.py reports that)."""
 

@@ -36,6 +36,7 @@ FEATURES = (
     "kind_missing",
     "answer_margin",
     "passage_coverage",
+    "answer_passage_coverage",
     "latin_share",
     "romanized",
     "has_filler",
@@ -114,6 +115,11 @@ class GateFeatures:
     latin_share: float = 0.0
     romanized: float = 0.0
     has_filler: float = 0.0
+    answer_passage_coverage: float = 0.0
+    """The IDF-weighted share of the question's content words in the passage the answer is read
+    from (0-1): the topic evidence of this answer, where ``passage_coverage`` is the best of any
+    hit's (issue 42: a hedged answer from a passage that shares one common word with the
+    question, "grams" for a question about kilograms, is the case this tells apart)."""
 
     def vector(self, names: tuple[str, ...] = FEATURES) -> np.ndarray:
         """The fitted model's inputs, float64 (len(names),): ``FEATURES`` for the gate (needs
@@ -134,7 +140,7 @@ def gate_features(hits: list[Hit], selection: Selection | None, floor: float,
     top = hits[0].score
     how = (style.latin_share, style.romanized, style.has_filler)
     if selection is None:
-        return GateFeatures(top, top - floor, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, *how)
+        return GateFeatures(top, top - floor, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, *how, 0.0)
     best, runner_up = selection.best, selection.runner_up
     missing = best.features.asks_number_missing or best.features.asks_date_missing
     return GateFeatures(
@@ -149,6 +155,7 @@ def gate_features(hits: list[Hit], selection: Selection | None, floor: float,
         latin_share=style.latin_share,
         romanized=style.romanized,
         has_filler=style.has_filler,
+        answer_passage_coverage=best.features.passage_idf_coverage,
     )
 
 
