@@ -49,8 +49,8 @@ def bot_settings(tmp_path, settings, sarvam) -> Settings:
     return chat_settings(settings, tmp_path / "bot.sqlite3", sarvam)
 
 
-@pytest.fixture
-async def front(bot_settings, pipeline) -> AsyncIterator:
+async def page_over(bot_settings, pipeline) -> AsyncIterator:
+    """The page's front end served on a free loopback port over ``pipeline``, its ``url`` set."""
     services = await Services.open(bot_settings, pipeline)
     try:
         async with serving(services, WebSettings(port=0)) as (front_end, url):
@@ -58,6 +58,12 @@ async def front(bot_settings, pipeline) -> AsyncIterator:
             yield front_end
     finally:
         await services.close()
+
+
+@pytest.fixture
+async def front(bot_settings, pipeline) -> AsyncIterator:
+    async for front_end in page_over(bot_settings, pipeline):
+        yield front_end
 
 
 @pytest.fixture
@@ -334,14 +340,9 @@ def test_chat_ids_are_stable_per_session_and_differ_between_sessions():
 async def fake_front(tmp_path, fake_settings, fake_pipeline, sarvam) -> AsyncIterator:
     """The page over the fake pipeline (tests/fakes.py), whose follow-up reading is a simple
     stand-in for the real one."""
-    services = await Services.open(chat_settings(fake_settings, tmp_path / "bot.sqlite3",
-                                                 sarvam), fake_pipeline)
-    try:
-        async with serving(services, WebSettings(port=0)) as (front_end, url):
-            front_end.url = url
-            yield front_end
-    finally:
-        await services.close()
+    async for front_end in page_over(chat_settings(fake_settings, tmp_path / "bot.sqlite3",
+                                                   sarvam), fake_pipeline):
+        yield front_end
 
 
 async def test_a_follow_up_is_answered_from_the_previous_topic_until_new_or_expiry(fake_front):
