@@ -74,8 +74,11 @@ def test_a_probability_between_the_hedge_and_confident_thresholds_is_hedged():
 def test_the_screen_does_not_decide_alone_near_the_hedge_threshold():
     gate = GateModels.load()
     lang = "hi"
-    screen = gate.screen[lang]
+    # a screen whose probability is 0.5 whatever the signals, so that both thresholds can be
+    # set a band's width either side of it (the shipped one's may sit within a band of 0 or 1)
+    screen = replace(gate.screen[lang], coef=np.zeros_like(gate.screen[lang].coef), intercept=0.0)
     p = float(screen.probability(FEATURES.vector()[:-1])[0])
+    assert p == 0.5
     near = replace(screen, threshold=min(1.0, p + 0.5), hedge_threshold=p - 0.01)
     far = replace(near, hedge_threshold=max(0.0, p - 0.4))
     unembedded = replace(FEATURES, answer_cosine=None)
