@@ -278,7 +278,13 @@ async def test_bad_posts_get_a_stated_reply_never_silence_or_a_traceback(front, 
     sent = await browser.post("/ask", data={"question": "  \n ", "msg": form_msg(page)})
     assert sent.status_code == 303 and sent.headers["Location"] == "/?notice=empty"
     assert "Type a question first." in (await browser.get(sent.headers["Location"])).text
-    for body in ({"json": {"question": "hi"}}, {"data": {"msg": form_msg(page)}}):
+    for body in ({"json": {"question": "hi"}}, {"data": {"msg": form_msg(page)}},
+                 # a charset Python does not know; a multipart part whose header does not parse
+                 # (both answered 500 with a traceback before: issue 43's bad-input probe)
+                 {"content": b"question=xbox", "headers": {
+                     "Content-Type": "application/x-www-form-urlencoded; charset=bogus-xx"}},
+                 {"content": b"--BB\r\ngarbage", "headers": {
+                     "Content-Type": "multipart/form-data; boundary=BB"}}):
         refused = await browser.post("/ask", **body)
         assert refused.status_code == 400 and "field 'question'" in refused.text
     sent = await browser.post("/voice", data={"msg": form_msg(page)},
@@ -297,6 +303,7 @@ async def test_bad_posts_get_a_stated_reply_never_silence_or_a_traceback(front, 
     assert status.startswith(b"HTTP/1.1 303"), status
     assert articles((await browser.get("/")).text) == []  # nothing was taken as a question
     assert "web_refused reason=too_big" in caplog.text and "Traceback" not in caplog.text
+    assert caplog.text.count("web_refused reason=malformed") == 2
 
 
 async def test_one_address_cannot_take_a_new_session_for_every_question(front):

@@ -61,6 +61,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import jinja2
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from markupsafe import Markup as SafeHtml
 
 from bot.chat.delivery import OnWire
@@ -357,7 +358,9 @@ class WebFrontEnd(MessageLifecycle):
         except (ConnectionResetError, asyncio.IncompleteReadError) as exc:
             log.warning("web_refused reason=client_gone path=%s detail=%s", request.path, exc)
             return web.Response(status=400, text="the request ended before its body")
-        except ValueError as exc:  # a malformed multipart or url-encoded body
+        except (ValueError, LookupError, HttpProcessingError) as exc:
+            # a malformed multipart or url-encoded body, a charset Python does not know, a
+            # part's header that does not parse
             log.warning("web_refused reason=malformed path=%s detail=%s", request.path, exc)
             return web.Response(status=400, text=f"send the page's form (field {field!r})")
         if field not in form:
