@@ -153,6 +153,21 @@ async def test_a_form_sent_twice_is_answered_once(front, browser, bot_settings):
         assert await db.count_decisions() == 1
 
 
+async def test_another_question_under_a_used_form_id_is_answered_not_dropped(front, browser,
+                                                                             caplog):
+    """Back to a page the browser kept, then another question: the form posts the old
+    ``msg``. It was taken for the form sent twice and dropped in silence (a bad-input probe
+    found it); it is a new message, answered, with a log line."""
+    caplog.set_level(logging.INFO)
+    msg = form_msg((await browser.get("/")).text)
+    for question in (XBOX, "/help"):
+        sent = await browser.post("/ask", data={"question": question, "msg": msg})
+        assert sent.status_code == 303 and sent.headers["Location"].startswith("/#m-")
+    answer, helped = articles((await browser.get("/")).text)
+    assert SOURCES_EN in answer and "/why" in helped
+    assert "web_reused_msg" in caplog.text
+
+
 async def test_too_many_messages_from_one_session_get_the_rate_limits_reply(front, browser):
     front.services.state = replace(front.services.state, limiter=RateLimiter(2, 60.0))
     await ask(browser, XBOX)

@@ -407,8 +407,11 @@ class WebFrontEnd(MessageLifecycle):
         token, is_new = self._session(request)
         chat_id = chat_id_of(token)
         msg = msg if isinstance(msg, str) and _MSG_RE.fullmatch(msg) else uuid.uuid4().hex
-        key = f"{chat_id}:{msg}"
         shown = excerpt(question, SHOWN_QUESTION_CHARS)  # what the page shows, not all
+        if not is_voice:
+            with contextlib.suppress(*driver_errors()):  # unreadable: the claim below says so
+                msg = await self._fresh_msg_for_another_question(chat_id, msg, shown)
+        key = f"{chat_id}:{msg}"
         payload = {**payload, "chat_id": chat_id, "sent_at": time.time(),
                    "language_code": _asker_of_browser(request).language_code,
                    "question": shown if is_voice else ""}
@@ -442,6 +445,19 @@ class WebFrontEnd(MessageLifecycle):
         finally:
             self._answered.pop(key, None)
         return self._keep(_see_other(f"/#m-{msg}"), token, is_new)
+
+    async def _fresh_msg_for_another_question(self, chat_id: int, msg: str, shown: str) -> str:
+        """``msg``, or a new message id where this session already asked another question
+        under it: a page restored by the browser's Back button posts its old ``msg`` with
+        whatever is typed next, which would otherwise be taken for the form sent twice and
+        dropped (found by a bad-input probe). The same question again keeps ``msg``."""
+        earlier = await self.exchanges.get(f"{chat_id}:{msg}")
+        if earlier is None or earlier.question == shown:
+            return msg
+        fresh = uuid.uuid4().hex
+        log.info("web_reused_msg chat_id=%s msg=%s another question: taken as %s", chat_id, msg,
+                 fresh)
+        return fresh
 
     def _client(self, request: web.Request) -> str:
         """The client's address: the peer's, or behind a trusted proxy (``BOT_WEB_TRUST_PROXY``)
