@@ -6,6 +6,7 @@ reader's files (``python -m ragtools build-encoder``), so these are slow tests."
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -80,6 +81,14 @@ def test_an_english_question_is_read_and_its_scores_are_in_the_trace(pipeline):
     # the re-pick takes, the stage says whether the pick moved, and the answer holds a price
     assert stage.decision in ("read", "re-picked") and "$" in result.answer
     assert (stage.decision == "re-picked") == ("re-picked the selector's no. " in stage.detail)
+    # and where the pick does move (some of the first typed English training questions), the
+    # stage says from which of the selector's candidates
+    rows = [row for row in map(json.loads, (ROOT / "eval" / "training" / "en_a.jsonl").open(
+        encoding="utf-8")) if row["kind"] == "answerable" and row["style"] == "typed"][:50]
+    moved = [read for read in (pipeline.ask(row["question"]).trace.get("reader") for row in rows)
+             if read is not None and read.decision == "re-picked"]
+    assert moved and all(re.search(r"re-picked the selector's no\. [2-9]: from ", read.detail)
+                         for read in moved), [read.detail for read in moved[:3]]
     # Hindi is read by the multilingual student (issue 32), and the trace says so
     hindi = pipeline.ask("छोटे खीरे में कैलोरी की मात्रा").trace.get("reader")
     assert pipeline.answers.reads("hi") and hindi is not None and \
