@@ -33,7 +33,7 @@ import numpy as np
 
 from rag.romanized import to_devanagari
 from rag.text import content_tokens, tokenize, undecorated
-from rag.types import FollowUpReading, Hit, Turn
+from rag.types import FollowUpReading, Hit, Result, Turn
 
 MARKERS: dict[str, frozenset[str]] = {
     "en": frozenset(
@@ -83,6 +83,16 @@ def combined_vector(previous: np.ndarray, message: np.ndarray) -> np.ndarray:
     total = np.asarray(previous, dtype=np.float32) + np.asarray(message, dtype=np.float32)
     norm = float(np.linalg.norm(total))
     return total / norm if norm > 0 else np.asarray(message, dtype=np.float32)
+
+
+def turn_after(result: Result) -> Turn:
+    """The turn ``result`` leaves for a follow-up, as the chat layer keeps it
+    (``bot.chat.conversation.remember``): the question as searched, its language, and, where an
+    answer was shown (confident or hedged), the passages it cited and its text."""
+    shown = result.shows_answer
+    return Turn(result.searched or result.query, result.lang,
+                tuple(c.passage_id for c in result.citations) if shown else (),
+                result.answer if shown else "")
 
 
 def previous_turn(after: Turn | str) -> Turn:

@@ -26,10 +26,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rag.embedding_cache import EmbeddingCache  # noqa: E402
-from rag.followup import previous_turn  # noqa: E402
+from rag.followup import previous_turn, turn_after  # noqa: E402
 from rag.pipeline import Pipeline  # noqa: E402
 from rag.settings import RagSettings  # noqa: E402
-from rag.types import Result, Turn  # noqa: E402
 
 PAIRS = sorted((ROOT / "eval" / "followups").glob("train_*.jsonl"))
 
@@ -40,18 +39,13 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def turn_of(result: Result) -> Turn:
-    return Turn(result.searched or result.query, result.lang,
-                tuple(c.passage_id for c in result.citations), result.answer)
-
-
 def measure(pipeline: Pipeline, rows: list[dict], rounds: int) -> dict[str, list[float]]:
     """Milliseconds per message: ``stage`` (the followup stage), ``after`` and ``alone`` (the
     whole pipeline, by its trace)."""
     out: dict[str, list[float]] = {"stage": [], "after": [], "alone": []}
     for r in range(rounds):
         for k, row in enumerate(rows):
-            turn = turn_of(pipeline.ask(row["first"]["question"]))
+            turn = turn_after(pipeline.ask(row["first"]["question"]))
             sides = ("alone", "after") if (k + r) % 2 else ("after", "alone")
             key = ("query", previous_turn(turn).question)  # as it was embedded when asked
             kept = pipeline.embeddings.get(key)

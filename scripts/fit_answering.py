@@ -77,6 +77,7 @@ from operating_points import (  # noqa: E402
     gate_threshold,
 )
 
+from rag import followup  # noqa: E402
 from rag import selection as selection_module  # noqa: E402
 from rag.answer import (  # noqa: E402
     FEATURES,
@@ -208,7 +209,7 @@ def turn_of(first: Prepared | Result) -> Turn:
     question as searched and its top hits (no answer is chosen here)."""
     if isinstance(first, Prepared):
         return Turn(first.query, first.lang, tuple(h.passage.id for h in first.hits[:3]))
-    return Turn(first.searched or first.query, first.lang)
+    return followup.turn_after(first)
 
 
 def fit_selector(items: list[Item]) -> AnswerSelector:

@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 import rag.followup as followup  # noqa: E402
 from rag.pipeline import Pipeline  # noqa: E402
 from rag.settings import RagSettings  # noqa: E402
-from rag.types import LANGUAGES, Result, Turn  # noqa: E402
+from rag.types import LANGUAGES, Result  # noqa: E402
 
 TRAIN = sorted((ROOT / "eval" / "followups").glob("train_*.jsonl"))
 TEST = sorted((ROOT / "eval" / "followups").glob("test_*.jsonl"))
@@ -57,12 +57,6 @@ SWITCH_SAME = 0.97
 """Issue 44: topic switches answered exactly as when asked alone, at least this share."""
 NO_ANSWER_CONFIDENT = 0.08
 """Issue 44: follow-ups the corpus does not answer, answered confidently at most this share."""
-
-
-def turn_of(result: Result) -> Turn:
-    """The previous turn as the chat layer keeps it (``bot.chat.conversation``)."""
-    return Turn(result.searched or result.query, result.lang,
-                tuple(c.passage_id for c in result.citations), result.answer)
 
 
 def outcome(result: Result) -> dict:
@@ -82,7 +76,8 @@ def run(pipeline: Pipeline, rows: list[dict], grid: list[tuple[float, float]]) -
                   "alone": outcome(pipeline.ask(row["question"])), "after": []}
         for topic_idf, margin in grid:
             followup.TOPIC_IDF, followup.MARGIN_WITH_MARKER = topic_idf, margin
-            record["after"].append(outcome(pipeline.ask(row["question"], after=turn_of(first))))
+            after = followup.turn_after(first)
+            record["after"].append(outcome(pipeline.ask(row["question"], after=after)))
         out.append(record)
     return out
 

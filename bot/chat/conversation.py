@@ -29,6 +29,7 @@ import logging
 
 from bot.chat.services import Services
 from bot.chat.types import Asker
+from rag.followup import turn_after
 from rag.types import Result, Status
 from storage.db import ChatContext
 
@@ -83,12 +84,10 @@ async def remember(services: Services, asker: Asker, result: Result,
         return None
     is_followup = used is not None and result.followup is not None \
         and result.followup.is_followup
-    shown = result.shows_answer
+    turn = turn_after(result)
     context = ChatContext(
-        asker.channel, asker.chat_id, result.searched or result.query, result.lang,
-        tuple(c.passage_id for c in result.citations) if shown else (),
-        result.answer if shown else "", services.wall_clock(),
-        used.n_followups + 1 if is_followup else 0)
+        asker.channel, asker.chat_id, turn.question, turn.lang, turn.passage_ids, turn.answer,
+        services.wall_clock(), used.n_followups + 1 if is_followup else 0)
     await services.db.set_chat_context(context)
     return context
 
